@@ -1,0 +1,78 @@
+"""Performance scenarios (``make bench``): wall time, events/s, solver calls and peak memory.
+
+Each scenario runs in its own subprocess so that peak RSS is per scenario. Not part of ``make test``.
+Usage: ``python benchmarks/run.py [SCENARIO ...]`` (default: all).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+SCENARIOS = {
+    # Ring allreduce 1 GiB, 256 GPUs = 32 hosts x 8 GPUs x 8 NICs, 8 leaves x 8 spines, 1:1
+    # (4 hosts x 8 NICs x 200G down = 4 cables x 8 spines x 200G up), hosts placed randomly.
+    "ring-256": dict(leaves=8, spines=8, hosts_per_leaf=4, uplinks=4, size=2**30),
+    # The same at 1024 GPUs: 128 hosts, 16 leaves x 16 spines (8 hosts x 8 NICs = 4 cables x 16 spines).
+    "ring-1024": dict(leaves=16, spines=16, hosts_per_leaf=8, uplinks=4, size=2**30),
+}
+
+
+def run_one(name: str) -> dict:
+    """Run one scenario in this process and return its measurements."""
+    from netsim.config import ExperimentSpec
+    from netsim.experiment import run_experiment
+
+    p = SCENARIOS[name]
+    spec = ExperimentSpec.model_validate({
+        "name": f"bench-{name}", "seed": 1,
+        "topology": {"type": "leaf_spine", "leaves": p["leaves"], "spines": p["spines"],
+                     "hosts_per_leaf": p["hosts_per_leaf"], "gpus_per_host": 8, "nics_per_host": 8,
+                     "nic": {"bandwidth": "200Gbps", "latency": "1us"},
+                     "uplink": {"bandwidth": "200Gbps", "latency": "500ns", "count": p["uplinks"]},
+                     "intra_host": {"bandwidth": "900GB/s", "latency": "300ns"}},
+        "placement": {"type": "random", "by": "host"},
+        "routing": "ecmp",
+        "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": p["size"]},
+        "engine": {"record_flows": False},
+    })
+    t0 = time.perf_counter()
+    result = run_experiment(spec)
+    wall = time.perf_counter() - t0
+    coll = result.collectives[0]
+    n = coll.n_ranks
+    ideal = 2 * (n - 1) * coll.size_bytes / (n * 25e9)
+    return {
+        "scenario": name, "gpus": n, "wall_s": round(wall, 2), "sim_collective_s": coll.duration_s,
+        "slowdown_vs_nic_bound": coll.duration_s / ideal,
+        "flows": result.fabric.stats["flows"], "solver_calls": result.fabric.stats["solver_calls"],
+        "max_component": result.fabric.stats["max_component"], "events": result.events,
+        "events_per_s": round(result.events / wall), "flows_per_s": round(result.fabric.stats["flows"] / wall),
+        "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--one":
+        print(json.dumps(run_one(argv[1])))
+        return
+    names = argv or list(SCENARIOS)
+    print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}, "
+          f"numpy {np.__version__}")
+    header = ("scenario", "gpus", "wall_s", "sim_collective_s", "slowdown_vs_nic_bound", "flows", "solver_calls",
+              "max_component", "events", "events_per_s", "peak_rss_MiB")
+    print(" | ".join(header))
+    for name in names:
+        out = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True, check=True)
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        print(" | ".join(f"{row[h]:.6g}" if isinstance(row[h], float) else str(row[h]) for h in header), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

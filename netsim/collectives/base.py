@@ -1,0 +1,75 @@
+"""Collective algorithms: registry, nccl-tests bandwidth conventions, and the record of one call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from netsim.errors import ConfigError
+from netsim.registry import Registry
+
+#: Algorithm name -> generator ``run(env, fabric, gpus, size_bytes, *, channels, job)``.
+ALGORITHMS: Registry = Registry("collective algorithm")
+#: Algorithm name -> the ops it implements.
+ALGORITHM_OPS: dict[str, tuple[str, ...]] = {}
+
+#: nccl-tests bus-bandwidth factor per op, as a function of the number of ranks.
+BUSBW_FACTOR = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
+
+
+def register_algorithm(name: str, op: str):
+    """Register the generator implementing ``op`` with ``algorithm: name``."""
+    def deco(fn):
+        key = f"{op}/{name}"
+        ALGORITHMS.register(key)(fn)
+        ALGORITHM_OPS.setdefault(name, ())
+        ALGORITHM_OPS[name] += (op,)
+        return fn
+    return deco
+
+
+def get_algorithm(op: str, name: str, path: str = "workload"):
+    """The generator implementing ``op`` with algorithm ``name``; ConfigError listing valid choices."""
+    if op not in BUSBW_FACTOR:
+        raise ConfigError(f"unknown collective op {op!r}; valid: {', '.join(BUSBW_FACTOR)}", f"{path}.op")
+    valid = sorted(a for a, ops in ALGORITHM_OPS.items() if op in ops)
+    if name not in valid:
+        raise ConfigError(f"unknown algorithm {name!r} for op {op!r}; valid: {', '.join(valid) or '(none yet)'}",
+                          f"{path}.algorithm")
+    return ALGORITHMS.get(f"{op}/{name}")
+
+
+@dataclass(frozen=True)
+class CollectiveRecord:
+    """One collective call, as written to ``collectives.parquet`` (nccl-tests definitions)."""
+
+    job: int
+    iteration: int
+    op: str
+    algorithm: str
+    size_bytes: float
+    n_ranks: int
+    channels: int
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self) -> float:
+        """Wall time of the call."""
+        return self.end_s - self.start_s
+
+    @property
+    def algbw_Bps(self) -> float:
+        """Algorithm bandwidth: size over time."""
+        return self.size_bytes / self.duration_s if self.duration_s > 0 else float("inf")
+
+    @property
+    def busbw_Bps(self) -> float:
+        """Bus bandwidth: algbw times the op's factor (2(n-1)/n for allreduce)."""
+        return self.algbw_Bps * BUSBW_FACTOR[self.op](self.n_ranks)

@@ -1,0 +1,323 @@
+"""Experiment YAML -> typed, validated ExperimentSpec; the only module that imports yaml.
+
+Errors name the file, the line and the dotted YAML path of the offending value, and say what is
+allowed. A library user can build an :class:`ExperimentSpec` in Python without any YAML.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from netsim import units
+from netsim.errors import ConfigError, UnitError
+
+
+def _quantity(parse, what: str):
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
+            raise ValueError(f"expected a {what} (a number or a string like "
+                             f"{ {'size': '256MiB', 'bandwidth': '400Gbps', 'time': '2us'}[what] }), got {value!r}")
+        try:
+            return parse(value)
+        except UnitError as exc:
+            raise ValueError(str(exc)) from None
+    return BeforeValidator(check)
+
+
+Size = Annotated[float, _quantity(units.parse_size, "size"), Field(gt=0)]
+Bandwidth = Annotated[float, _quantity(units.parse_bandwidth, "bandwidth"), Field(gt=0)]
+Time = Annotated[float, _quantity(units.parse_time, "time"), Field(ge=0)]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LinkSpec(_Spec):
+    """A link class: bandwidth, propagation latency and per-message overhead."""
+
+    bandwidth: Bandwidth
+    latency: Time = 0.0
+    overhead: Time = 0.0
+
+
+class UplinkSpec(LinkSpec):
+    """Leaf-to-spine cables: ``count`` parallel cables between every leaf and every spine."""
+
+    count: Annotated[int, Field(ge=1)] = 1
+
+
+class NicOverride(_Spec):
+    """One NIC with a bandwidth different from the fabric default (a slow or upgraded NIC)."""
+
+    host: Annotated[int, Field(ge=0)]
+    nic: Annotated[int, Field(ge=0)] = 0
+    bandwidth: Bandwidth
+
+
+class LeafSpineSpec(_Spec):
+    """``topology: {type: leaf_spine, ...}``; see :func:`netsim.topology.leaf_spine`."""
+
+    type: Literal["leaf_spine"]
+    leaves: Annotated[int, Field(ge=1)]
+    spines: Annotated[int, Field(ge=1)]
+    hosts_per_leaf: Annotated[int, Field(ge=1)]
+    gpus_per_host: Annotated[int, Field(ge=1)] = 8
+    nics_per_host: Annotated[int, Field(ge=1)] = 8
+    nic: LinkSpec
+    uplink: UplinkSpec
+    intra_host: LinkSpec
+    rail_optimized: bool = False
+    nic_overrides: list[NicOverride] = []
+
+
+class PolicySpec(_Spec):
+    """A named policy plus its options: ``routing: ecmp`` or ``placement: {type: random, by: host}``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: str
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """Everything but ``type``."""
+        return dict(self.model_extra or {})
+
+
+def _policy(value: Any) -> Any:
+    return {"type": value} if isinstance(value, str) else value
+
+
+Policy = Annotated[PolicySpec, BeforeValidator(_policy)]
+
+
+class CollectiveWorkload(_Spec):
+    """``workload: {type: collective, op, algorithm, size, ...}``: one collective on one communicator."""
+
+    type: Literal["collective"]
+    op: str
+    algorithm: str
+    size: Size
+    channels: Annotated[int, Field(ge=1)] = 1
+    ranks: Annotated[int, Field(ge=1)] | None = None
+    iterations: Annotated[int, Field(ge=1)] = 1
+
+
+class EngineSpec(_Spec):
+    """Engine settings."""
+
+    completion_tolerance: Time = 1e-9
+    record_flows: bool = True
+
+
+class ExperimentSpec(_Spec):
+    """A whole experiment: fabric, placement, routing, workload, seed."""
+
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    description: str = ""
+    seed: Annotated[int, Field(ge=0)] = 0
+    topology: LeafSpineSpec
+    placement: Policy = PolicySpec(type="sequential")
+    routing: Policy = PolicySpec(type="ecmp")
+    workload: CollectiveWorkload
+    engine: EngineSpec = EngineSpec()
+
+    @field_validator("routing")
+    @classmethod
+    def _known_routing(cls, v: PolicySpec) -> PolicySpec:
+        from netsim.routing import ROUTING
+        ROUTING.get(v.type, "routing.type")
+        ROUTING.check_options(v.type, v.options, "routing", skip=2)
+        return v
+
+    @field_validator("placement")
+    @classmethod
+    def _known_placement(cls, v: PolicySpec) -> PolicySpec:
+        from netsim.placement import PLACEMENT
+        PLACEMENT.get(v.type, "placement.type")
+        PLACEMENT.check_options(v.type, v.options, "placement")
+        return v
+
+    @field_validator("workload")
+    @classmethod
+    def _known_algorithm(cls, v: CollectiveWorkload) -> CollectiveWorkload:
+        from netsim.collectives import get_algorithm
+        get_algorithm(v.op, v.algorithm)
+        return v
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def _yaml_line(root: yaml.Node | None, loc: tuple) -> int | None:
+    """1-based line of the node at ``loc`` in a composed YAML tree (nearest existing ancestor)."""
+    node, line = root, None
+    for key in loc:
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            match = [(k, v) for k, v in node.value if k.value == str(key)]
+            if not match:
+                return line
+            node = match[0][1]
+            line = match[0][0].start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            break
+    if node is not None:
+        line = node.start_mark.line + 1
+    return line
+
+
+def _clean_loc(loc: tuple) -> tuple:
+    # pydantic adds validator/union tags ('function-before[...]', 'leaf_spine') to locations.
+    return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in ("leaf_spine", "collective"))))
+
+
+def _message(err: dict, model_fields: dict | None) -> str:
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        allowed = f"; allowed keys: {', '.join(model_fields)}" if model_fields else ""
+        return f"unknown key{allowed}"
+    if kind == "missing":
+        return "required key is missing"
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    if err.get("input") is not None and kind not in ("value_error",) and not isinstance(err["input"], dict):
+        msg = f"{msg} (got {err['input']!r})"
+    return msg
+
+
+def _fields_at(loc: tuple) -> dict | None:
+    """Field names of the model that owns ``loc[-1]`` (for 'allowed keys' hints)."""
+    model: Any = ExperimentSpec
+    for key in loc[:-1]:
+        if isinstance(key, int):
+            continue
+        field = getattr(model, "model_fields", {}).get(key)
+        if field is None:
+            return None
+        ann = field.annotation
+        for cand in (ann, *getattr(ann, "__args__", ())):
+            inner = getattr(cand, "__args__", None)
+            if isinstance(cand, type) and issubclass(cand, BaseModel):
+                model = cand
+                break
+            if inner and isinstance(inner[0], type) and issubclass(inner[0], BaseModel):
+                model = inner[0]
+                break
+        else:
+            return None
+    return getattr(model, "model_fields", None)
+
+
+def parse_spec(data: Any, *, file: str | None = None, root: yaml.Node | None = None,
+               overridden: frozenset[str] = frozenset()) -> ExperimentSpec:
+    """Validate a plain mapping into an ExperimentSpec; ConfigError (first problem) on failure."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a mapping of experiment keys at the top level, got {type(data).__name__}",
+                          "", file, 1)
+    try:
+        return ExperimentSpec.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        err = errors[0]
+        loc = _clean_loc(err["loc"])
+        path = ".".join(str(p) for p in loc)
+        message = _message(err, _fields_at(loc) if err["type"] == "extra_forbidden" else None)
+        ctx_error = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, ConfigError):
+            path, message = ctx_error.path or path, ctx_error.message
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        if path in overridden:
+            message += " (value from --set)"
+        line = _yaml_line(root, tuple(path.split("."))) if root is not None and path else None
+        raise ConfigError(message, path, file, line) from None
+    except ConfigError as exc:
+        line = _yaml_line(root, tuple(exc.path.split("."))) if root is not None and exc.path else None
+        raise ConfigError(exc.message, exc.path, file, line) from None
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> tuple[dict, frozenset[str]]:
+    """Apply ``KEY=VALUE`` strings (dotted keys, YAML-typed values) to a copy of ``data``."""
+    data = copy.deepcopy(data)
+    paths = []
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key or any(not p for p in key.split(".")):
+            raise ConfigError(f"--set expects KEY=VALUE with a dotted key (workload.size=1GiB), got {item!r}")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node = data
+        parts = key.split(".")
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if isinstance(child, str) and part in ("routing", "placement"):
+                child = {"type": child}
+            if not isinstance(child, dict):
+                if child is not None:
+                    raise ConfigError(f"cannot set {key}: {'.'.join(parts[:i + 1])} is not a mapping", key)
+                child = {}
+            node[part] = child
+            node = child
+        node[parts[-1]] = value
+        paths.append(key)
+    return data, frozenset(paths)
+
+
+def locate(error: ConfigError, file: str | Path) -> ConfigError:
+    """``error`` with ``file`` and the line of its YAML path filled in (for errors found after loading)."""
+    if error.file:
+        return error
+    line = None
+    try:
+        root = yaml.compose(Path(file).read_text(), Loader=yaml.SafeLoader)
+        line = _yaml_line(root, tuple(error.path.split("."))) if error.path else None
+    except (OSError, yaml.YAMLError):
+        pass
+    return ConfigError(error.message, error.path, str(file), line)
+
+
+def load_spec(path: str | Path, overrides: list[str] | None = None) -> ExperimentSpec:
+    """Read an experiment YAML file, apply ``--set`` overrides, and validate it.
+
+    Examples
+    --------
+    >>> spec = load_spec("experiments/quickstart.yaml", ["workload.size=1GiB"])  # doctest: +SKIP
+    """
+    path = Path(path)
+    where = str(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError("file not found", "", where) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc.__class__.__name__}", "", where) from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"YAML syntax error: {problem}", "", where, mark.line + 1 if mark else None) from None
+    if data is None:
+        raise ConfigError("the file is empty; an experiment needs at least name, topology and workload", "", where)
+    overridden: frozenset[str] = frozenset()
+    if overrides:
+        if not isinstance(data, dict):
+            raise ConfigError("expected a mapping at the top level", "", where, 1)
+        try:
+            data, overridden = apply_overrides(data, overrides)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, exc.path, where) from None
+    return parse_spec(data, file=where, root=root, overridden=overridden)

@@ -1,0 +1,146 @@
+"""Results I/O: records -> DataFrames with the fixed schema of DESIGN.md, written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import netsim
+from netsim.experiment.run import RunResult, spec_hash
+from netsim.topology import LINK_KINDS, LINK_TIERS
+
+FLOW_COLUMNS = ["run_id", "flow_id", "connection", "src", "dst", "channel", "job", "size_bytes", "start_s",
+                "end_s", "n_paths"]
+COLLECTIVE_COLUMNS = ["run_id", "job", "iteration", "op", "algorithm", "size_bytes", "n_ranks", "channels",
+                      "start_s", "end_s", "duration_s", "algbw_Bps", "busbw_Bps"]
+LINK_COLUMNS = ["run_id", "link_id", "src", "dst", "kind", "tier", "capacity_Bps", "bytes", "busy_s",
+                "mean_util", "peak_util"]
+RESULT_FILES = ("runs.parquet", "collectives.parquet", "flows.parquet", "links.parquet")
+
+
+def collectives_frame(result: RunResult) -> pd.DataFrame:
+    """One row per collective call."""
+    rows = [(result.run_id, r.job, r.iteration, r.op, r.algorithm, r.size_bytes, r.n_ranks, r.channels,
+             r.start_s, r.end_s, r.duration_s, r.algbw_Bps, r.busbw_Bps) for r in result.collectives]
+    return pd.DataFrame(rows, columns=COLLECTIVE_COLUMNS)
+
+
+def flows_frame(result: RunResult) -> pd.DataFrame:
+    """One row per message (empty when the spec turned flow records off)."""
+    df = pd.DataFrame(result.fabric.flow_records, columns=FLOW_COLUMNS[1:])
+    df.insert(0, "run_id", result.run_id)
+    return df
+
+
+def links_frame(result: RunResult) -> pd.DataFrame:
+    """One row per directed link: bytes carried, busy time, mean and peak utilisation."""
+    topo, fab = result.topology, result.fabric
+    lt = topo.links
+    names = [topo.node_name(i) for i in range(topo.graph.number_of_nodes())]
+    kinds = np.array(LINK_KINDS)[lt.kind]
+    horizon = max(result.sim_time_s, 1e-300)
+    return pd.DataFrame({
+        "run_id": result.run_id,
+        "link_id": np.arange(len(lt)),
+        "src": np.array(names, dtype=object)[lt.src],
+        "dst": np.array(names, dtype=object)[lt.dst],
+        "kind": kinds,
+        "tier": [LINK_TIERS[k] for k in kinds],
+        "capacity_Bps": fab.capacity_Bps,
+        "bytes": fab.link_bytes,
+        "busy_s": fab.link_busy_s,
+        "mean_util": fab.link_bytes / (fab.capacity_Bps * horizon),
+        "peak_util": fab.link_peak_util,
+    }, columns=LINK_COLUMNS)
+
+
+def _flatten(prefix: str, value, out: dict) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else k, v, out)
+    elif isinstance(value, list):
+        out[prefix] = json.dumps(value)
+    else:
+        out[prefix] = value
+
+
+def runs_frame(results: list[RunResult]) -> pd.DataFrame:
+    """One row per run: every spec parameter as a column plus the headline metrics."""
+    rows = []
+    for r in results:
+        row: dict = {"run_id": r.run_id}
+        _flatten("", r.spec.model_dump(mode="json"), row)
+        durations = np.array([c.duration_s for c in r.collectives])
+        uplinks = np.isin(r.topology.links.kind, [LINK_KINDS.index("up"), LINK_KINDS.index("down")])
+        fab = r.fabric
+        row.update({
+            "n_ranks": len(r.gpus),
+            "collective_time_s": float(durations.mean()) if len(durations) else np.nan,
+            "algbw_Bps": float(np.mean([c.algbw_Bps for c in r.collectives])) if r.collectives else np.nan,
+            "busbw_Bps": float(np.mean([c.busbw_Bps for c in r.collectives])) if r.collectives else np.nan,
+            "max_link_util": float(fab.link_peak_util.max()) if len(fab.link_peak_util) else 0.0,
+            "max_spine_util": float(fab.link_peak_util[uplinks].max()) if uplinks.any() else 0.0,
+            "sim_time_s": r.sim_time_s,
+            "flows": fab.stats["flows"],
+            "solver_calls": fab.stats["solver_calls"],
+            "events": r.events,
+            "wall_s": r.wall_s,
+        })
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def write_results(results: list[RunResult], out_dir: str | Path, manifest_extra: dict | None = None) -> Path:
+    """Write the results directory atomically: built in a temporary sibling, then renamed into place.
+
+    A reader never sees a half-written directory: either the previous results or the new ones.
+    ``manifest.json`` is written last inside the temporary directory.
+    """
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        runs_frame(results).to_parquet(tmp / "runs.parquet", index=False)
+        pd.concat([collectives_frame(r) for r in results]).to_parquet(tmp / "collectives.parquet", index=False)
+        pd.concat([flows_frame(r) for r in results]).to_parquet(tmp / "flows.parquet", index=False)
+        pd.concat([links_frame(r) for r in results]).to_parquet(tmp / "links.parquet", index=False)
+        first = results[0]
+        manifest = {
+            "name": first.spec.name,
+            "netsim_version": netsim.__version__,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "python": platform.python_version(),
+            "config_hash": spec_hash(first.spec),
+            "seed": first.spec.seed,
+            "wall_s": sum(r.wall_s for r in results),
+            "runs": [{"run_id": r.run_id, "seed": r.spec.seed, "wall_s": r.wall_s,
+                      "topology": r.topology.describe()} for r in results],
+            "spec": first.spec.model_dump(mode="json"),
+            **(manifest_extra or {}),
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=float))
+        old = None
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+            os.replace(out_dir, old)
+        os.replace(tmp, out_dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def read_results(out_dir: str | Path) -> dict[str, pd.DataFrame]:
+    """Load a results directory's tables (``runs``, ``collectives``, ``flows``, ``links``)."""
+    out_dir = Path(out_dir)
+    return {name.removesuffix(".parquet"): pd.read_parquet(out_dir / name) for name in RESULT_FILES}

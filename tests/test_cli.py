@@ -1,0 +1,142 @@
+"""What users do: `netsim run` / `netsim validate` on YAML files, overrides, results, bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from netsim.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
+runner = CliRunner()
+
+
+def small_spec(**changes) -> dict:
+    """The quickstart shrunk to run in milliseconds (16 GPUs, 4 MiB)."""
+    spec = yaml.safe_load(QUICKSTART.read_text())
+    spec["topology"].update(leaves=2, spines=2, hosts_per_leaf=2)
+    spec["workload"]["size"] = "4MiB"
+    for key, value in changes.items():
+        node = spec
+        *parents, last = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return spec
+
+
+def write(tmp_path: Path, spec, name="exp.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(spec if isinstance(spec, str) else yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_run_quickstart_writes_the_results_directory(tmp_path):
+    out = tmp_path / "res"
+    result = runner.invoke(app, ["run", str(QUICKSTART), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    for name in ("manifest.json", "runs.parquet", "collectives.parquet", "flows.parquet", "links.parquet",
+                 "report.html"):
+        assert (out / name).is_file(), name
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["seed"] == 1 and manifest["spec"]["name"] == "quickstart" and manifest["config_hash"]
+    colls = pd.read_parquet(out / "collectives.parquet")
+    assert list(colls.columns[:13]) == ["run_id", "job", "iteration", "op", "algorithm", "size_bytes", "n_ranks",
+                                        "channels", "start_s", "end_s", "duration_s", "algbw_Bps", "busbw_Bps"]
+    row = colls.iloc[0]
+    assert row.n_ranks == 64 and row.size_bytes == 256 * 2**20
+    assert row.busbw_Bps == pytest.approx(row.algbw_Bps * 2 * 63 / 64)
+    flows = pd.read_parquet(out / "flows.parquet")
+    assert len(flows) == 2 * 63 * 64
+    assert flows["size_bytes"].sum() == pytest.approx(2 * 63 * 256 * 2**20)
+    links = pd.read_parquet(out / "links.parquet")
+    assert {"bytes", "busy_s", "mean_util", "peak_util", "tier"} <= set(links.columns)
+    assert links["peak_util"].max() <= 1 + 1e-9
+    assert "quickstart" in result.output and "busbw" in result.output
+
+
+def test_set_overrides_any_key(tmp_path):
+    path = write(tmp_path, small_spec())
+    out = tmp_path / "o"
+    result = runner.invoke(app, ["run", str(path), "--out", str(out), "--no-report",
+                                 "--set", "workload.size=1GiB", "--set", "routing=ecmp",
+                                 "--set", "topology.spines=4", "--set", "placement.type=random"])
+    assert result.exit_code == 0, result.output
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert runs.loc[0, "workload.size"] == 2**30 and runs.loc[0, "topology.spines"] == 4
+    assert runs.loc[0, "placement.type"] == "random"
+
+
+def test_validate_checks_without_running(tmp_path):
+    result = runner.invoke(app, ["validate", str(QUICKSTART)])
+    assert result.exit_code == 0 and "ok" in result.output
+    assert not (Path("results") / "quickstart-never").exists()
+
+
+BAD = [
+    ("missing file", None, "file not found", ""),
+    ("yaml syntax", "name: x\ntopology: [1, 2\n", "YAML syntax error", ":3"),
+    ("unknown key", small_spec(**{"topology.colour": "red"}), "unknown key", "topology.colour"),
+    ("unknown routing", small_spec(routing="ecmpp"), "unknown routing policy 'ecmpp'; valid: ecmp", "routing"),
+    ("unknown placement", small_spec(placement="best"), "valid: random, sequential", "placement"),
+    ("unknown algorithm", small_spec(**{"workload.algorithm": "rign"}), "valid: ring", "workload.algorithm"),
+    ("unknown op", small_spec(**{"workload.op": "allsum"}), "unknown collective op", "workload.op"),
+    ("negative size", small_spec(**{"workload.size": -5}), "must not be negative", "workload.size"),
+    ("zero size", small_spec(**{"workload.size": "0MiB"}), "greater than 0", "workload.size"),
+    ("malformed unit", small_spec(**{"topology.nic.bandwidth": "200Gbits"}), "bandwidth", "topology.nic.bandwidth"),
+    ("ambiguous unit", small_spec(**{"topology.nic.bandwidth": "25gbps"}), "25gbps", "topology.nic.bandwidth"),
+    ("missing key", small_spec(**{"topology.leaves": None}), "required key is missing", "topology.leaves"),
+    ("wrong type", small_spec(**{"topology.spines": "many"}), "integer", "topology.spines"),
+    ("bad policy option", small_spec(placement={"type": "random", "by": "rack"}), "'by'", "placement"),
+    ("too many ranks", small_spec(**{"workload.ranks": 1000}), "do not fit", "workload.ranks"),
+    ("not a mapping", "- 1\n- 2\n", "expected a mapping", ""),
+    ("empty file", "", "empty", ""),
+]
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_bad_input_gives_one_clear_line_and_exit_2(tmp_path, case, command):
+    _, spec, expected, where = case
+    path = tmp_path / "missing.yaml" if spec is None else write(tmp_path, spec)
+    out = tmp_path / "results"
+    args = [command, str(path)] + (["--out", str(out)] if command == "run" else [])
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit)
+    text = " ".join(result.output.split())
+    assert "Traceback" not in text
+    assert str(path) in text and expected in text and where in text, text
+    assert not out.exists(), "a failed run must not leave a results directory"
+
+
+def test_bad_set_override_names_the_flag(tmp_path):
+    result = runner.invoke(app, ["validate", str(QUICKSTART), "--set", "workload.size"])
+    assert result.exit_code == 2 and "KEY=VALUE" in result.output
+    result = runner.invoke(app, ["validate", str(QUICKSTART), "--set", "workload.size=-1MiB"])
+    assert result.exit_code == 2 and "workload.size" in result.output and "--set" in result.output
+
+
+def test_error_line_numbers_point_into_the_file(tmp_path):
+    text = QUICKSTART.read_text().replace("spines: 4", "spines: four")
+    path = write(tmp_path, text)
+    result = runner.invoke(app, ["validate", str(path)])
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if "spines: four" in s)
+    assert f"{path}:{line}: topology.spines" in " ".join(result.output.split())
+
+
+def test_console_script_exit_code_and_no_traceback(tmp_path):
+    path = write(tmp_path, small_spec(routing="nope"))
+    proc = subprocess.run([sys.executable, "-m", "netsim.cli", "run", str(path), "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "unknown routing policy" in proc.stderr
