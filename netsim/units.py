@@ -1,145 +1,219 @@
 """Units: the only place where human quantity strings (``400Gbps``, ``256MiB``, ``2us``) become numbers.
 
-Inside netsim sizes are bytes, bandwidths bytes/s and times seconds, all floats. Decimal prefixes
-k/K, M, G, T, P are powers of 1000; binary prefixes Ki, Mi, Gi, Ti, Pi are powers of 1024. A lower-
-case ``b`` means bits and an upper-case ``B`` bytes. Lower-case ``m``/``g``/``t`` prefixes on sizes
-and bandwidths are rejected as ambiguous (milli or mega?).
+Internal units are bytes, bytes/s and seconds (floats); strings are converted with exact rational
+arithmetic, so ``parse_bandwidth("1.6Tbps")`` is exactly ``200e9``.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import re
+from fractions import Fraction
+from types import MappingProxyType
 
 from netsim.errors import UnitError
 
-_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
-           "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
-# Time units as divisors of seconds: 500 / 1e9 is exactly 5e-07, 500 * 1e-9 is not.
-_PER_SECOND = {"ps": 1e12, "ns": 1e9, "us": 1e6, "µs": 1e6, "μs": 1e6, "ms": 1e3, "s": 1.0}
-_NUMBER = r"(?P<num>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
-_QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>\S*)\s*$")
-_SIZE_UNIT = re.compile(r"^(?P<prefix>|[kKMGTP]i?)(?P<b>[bB])$")
-_BW_UNIT = re.compile(r"^(?P<prefix>|[kKMGTP]i?)(?:(?P<bits>b(?:ps|/s|it/s))|(?P<bytes>B(?:ps|/s)))$")
+_PREFIX = MappingProxyType({"": 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+                            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50})
+# Time prefixes as divisors of a second; both U+00B5 MICRO SIGN and U+03BC GREEK SMALL LETTER MU mean micro.
+_PER_SECOND = MappingProxyType({"p": 10**12, "n": 10**9, "u": 10**6, "µ": 10**6, "μ": 10**6,
+                                "m": 10**3, "": 1})
+# Exponents are capped at three digits so that "1e999999999B" cannot make Fraction build a huge integer.
+_QUANTITY = re.compile(r"\s*(?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d{1,3})?)\s*(?P<unit>.*?)\s*")
+_BYTES = r"(?P<prefix>[KMGTP]i|[kKMGTP]|)(?P<b>[bB])"
+_UNIT = MappingProxyType({
+    "size": re.compile(_BYTES),
+    "bandwidth": re.compile(_BYTES + r"(?:ps|/s)"),
+    "time": re.compile(r"(?P<prefix>[pnuµμm]?)s"),
+})
+_LIKE = "a number followed by a unit like"
+_PREFIXES = "(b = bits, B = bytes; prefixes k M G T P decimal, Ki Mi Gi Ti Pi binary)"
+_FORMS = MappingProxyType({
+    "size": f"a number of bytes or {_LIKE} 256MiB, 1GB, 4KiB, 1.5 GiB, 8Kb, 1e6B {_PREFIXES}",
+    "bandwidth": f"{_LIKE} 400Gbps, 400Gb/s, 25GB/s, 25GBps, 1.6Tbps {_PREFIXES}",
+    "time": f"{_LIKE} 2us, 2µs, 500ns, 1ms, 1.5s, 3ps (units ps, ns, us or µs, ms, s)",
+})
 
-_FORMS = {
-    "size": "a number of bytes or a string like 256MiB, 1GB, 4KiB, 1.5 GiB, 8Kb (b = bits, B = bytes; "
-            "prefixes k M G T P decimal, Ki Mi Gi Ti Pi binary)",
-    "bandwidth": "a number of bytes/s or a string like 400Gbps, 400Gb/s, 25GB/s, 25GBps, 1.6Tbps "
-                 "(b = bits, B = bytes; prefixes k M G T P decimal, Ki Mi Gi Ti Pi binary)",
-    "time": "a number of seconds or a string like 2us, 500ns, 1ms, 1.5s (units ps, ns, us or µs, ms, s)",
-}
 
-
-def _fail(value: object, kind: str, why: str = "") -> UnitError:
+def _error(value: object, kind: str, why: str = "") -> UnitError:
     reason = f" ({why})" if why else ""
     return UnitError(f"cannot parse {value!r} as a {kind}{reason}: expected {_FORMS[kind]}")
 
 
-def _split(value: object, kind: str) -> tuple[float, str]:
-    """Split ``value`` into (number, unit string); plain numbers get an empty unit."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _fail(value, kind)
+def _parse(value: object, kind: str) -> float:
+    """The shared parser: ``value`` as a ``kind`` ("size", "bandwidth" or "time") in internal units."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, str)):
+        raise _error(value, kind)
     if isinstance(value, str):
-        if value.strip().startswith("-"):
-            raise _fail(value, kind, "must not be negative")
-        match = _QUANTITY.match(value)
+        match = _QUANTITY.fullmatch(value)
         if not match:
-            raise _fail(value, kind)
-        number, unit = float(match["num"]), match["unit"]
+            why = "must not be negative" if value.strip().startswith("-") else ""
+            raise _error(value, kind, why)
+        number, unit = Fraction(match["num"]), match["unit"]
+        if unit:
+            scale = _scale(value, kind, unit)
+        elif kind == "size" or number == 0:  # "1024" is bytes; a bare "400" bandwidth or "2" time is not
+            scale = Fraction(1)
+        else:
+            raise _error(value, kind, "missing unit")
+        try:
+            result = float(number * scale)
+        except OverflowError:
+            raise _error(value, kind, "must be finite") from None
     else:
-        number, unit = float(value), ""
-    if not math.isfinite(number):
-        raise _fail(value, kind, "must be finite")
-    if number < 0:
-        raise _fail(value, kind, "must not be negative")
-    return number, unit
+        try:
+            result = float(value)
+        except OverflowError:
+            raise _error(value, kind, "must be finite") from None
+    if not math.isfinite(result):
+        raise _error(value, kind, "must be finite")
+    if result < 0:
+        raise _error(value, kind, "must not be negative")
+    return result
+
+
+def _scale(value: str, kind: str, unit: str) -> Fraction:
+    match = _UNIT[kind].fullmatch(unit)
+    if not match:
+        ambiguous = kind != "time" and unit[0] in "mgt" and _UNIT[kind].fullmatch(unit[0].upper() + unit[1:])
+        why = f"ambiguous prefix {unit[0]!r}: use M, G, T" if ambiguous else f"unknown unit {unit!r}"
+        raise _error(value, kind, why)
+    if kind == "time":
+        return Fraction(1, _PER_SECOND[match["prefix"]])
+    return Fraction(_PREFIX[match["prefix"]], 8 if match["b"] == "b" else 1)
 
 
 def parse_size(value: int | float | str) -> float:
-    """Bytes in ``value``.
+    """Convert a size to bytes.
+
+    Parameters
+    ----------
+    value : int, float or str
+        Bytes (non-negative, finite), a string such as ``256MiB``, ``1GB``, ``1.5 GiB``, ``8Kb`` (bits),
+        or a bare number string such as ``"1024"`` (bytes).
+
+    Returns
+    -------
+    float
+        Bytes. Raises :class:`~netsim.errors.UnitError` for malformed or ambiguous (``10mb``) input.
 
     Examples
     --------
-    >>> parse_size("256MiB"), parse_size("1GB"), parse_size("8Kb"), parse_size(4096)
-    (268435456.0, 1000000000.0, 1000.0, 4096.0)
+    >>> parse_size("256MiB"), parse_size("1GB"), parse_size("1Gb"), parse_size(4096)
+    (268435456.0, 1000000000.0, 125000000.0, 4096.0)
     """
-    number, unit = _split(value, "size")
-    if unit == "":
-        return number
-    match = _SIZE_UNIT.match(unit)
-    if not match:
-        why = "ambiguous prefix: use k, M, G, T (decimal) or Ki, Mi, Gi, Ti (binary)" if unit[:1] in "mgt" else ""
-        raise _fail(value, "size", why)
-    return number * _PREFIX[match["prefix"]] / (8.0 if match["b"] == "b" else 1.0)
+    return _parse(value, "size")
 
 
 def parse_bandwidth(value: int | float | str) -> float:
-    """Bytes per second in ``value``.
+    """Convert a bandwidth to bytes per second.
+
+    Parameters
+    ----------
+    value : int, float or str
+        Bytes/s (non-negative, finite) or a string with a unit such as ``400Gbps``, ``400Gb/s``,
+        ``25GB/s``, ``25GBps``, ``10GiB/s`` (only ``"0"`` may omit the unit).
+
+    Returns
+    -------
+    float
+        Bytes/s. Raises :class:`~netsim.errors.UnitError` for malformed or ambiguous (``400G``, ``25gbps``)
+        input.
 
     Examples
     --------
     >>> parse_bandwidth("400Gbps"), parse_bandwidth("25GB/s"), parse_bandwidth("1.6Tbps")
     (50000000000.0, 25000000000.0, 200000000000.0)
     """
-    number, unit = _split(value, "bandwidth")
-    if unit == "":
-        if isinstance(value, str):
-            raise _fail(value, "bandwidth", "missing unit")
-        return number
-    match = _BW_UNIT.match(unit)
-    if not match:
-        why = "ambiguous prefix: use k, M, G, T (decimal) or Ki, Mi, Gi, Ti (binary)" if unit[:1] in "mgt" else ""
-        raise _fail(value, "bandwidth", why)
-    return number * _PREFIX[match["prefix"]] / (8.0 if match["bits"] else 1.0)
+    return _parse(value, "bandwidth")
 
 
 def parse_time(value: int | float | str) -> float:
-    """Seconds in ``value``.
+    """Convert a duration to seconds.
+
+    Parameters
+    ----------
+    value : int, float or str
+        Seconds (non-negative, finite) or a string with unit ``ps``, ``ns``, ``us``/``µs``, ``ms`` or
+        ``s`` such as ``2us`` or ``1.5s`` (only ``"0"`` may omit the unit).
+
+    Returns
+    -------
+    float
+        Seconds. Raises :class:`~netsim.errors.UnitError` for malformed input or unknown units (``1min``).
 
     Examples
     --------
     >>> parse_time("2us"), parse_time("500ns"), parse_time("1ms"), parse_time(0.5)
     (2e-06, 5e-07, 0.001, 0.5)
     """
-    number, unit = _split(value, "time")
-    if unit == "":
-        if isinstance(value, str) and number != 0:
-            raise _fail(value, "time", "missing unit")
-        return number
-    if unit not in _PER_SECOND:
-        raise _fail(value, "time")
-    return number / _PER_SECOND[unit]
+    return _parse(value, "time")
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.6g}"
+def _format(value: float, steps: tuple[tuple[str, float], ...], parse) -> str:
+    """``value`` scaled by the first (suffix, factor) with ``|value| >= factor`` (else the last one), with
+    6 significant digits, or more when needed to parse back within 1e-9 relative. Negative values get a
+    leading ``-`` (for display only: the parsers reject them)."""
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0" + min((s for s, _ in steps), key=len)  # the unprefixed unit: 0B, 0bps, 0s
+    suffix, factor = next(((s, f) for s, f in steps if abs(value) >= f), steps[-1])
+    scaled = value / factor
+    for digits in range(6, 18):
+        text = f"{scaled:.{digits}g}{suffix}"
+        if math.isclose(parse(text.lstrip("-")), abs(value), rel_tol=1e-9, abs_tol=0.0):
+            return text
+    return f"{scaled!r}{suffix}"
 
 
 def format_size(size_bytes: float) -> str:
-    """Human size with binary prefixes: ``256MiB``, ``1.5GiB``, ``512B``."""
-    for prefix in ("Pi", "Ti", "Gi", "Mi", "Ki"):
-        if abs(size_bytes) >= _PREFIX[prefix]:
-            return f"{_fmt(size_bytes / _PREFIX[prefix])}{prefix}B"
-    return f"{_fmt(size_bytes)}B"
+    """Format bytes with binary prefixes; :func:`parse_size` maps the result back within 1e-9 relative.
+
+    Parameters
+    ----------
+    size_bytes : float
+        A size in bytes.
+
+    Examples
+    --------
+    >>> format_size(268435456), format_size(1.5 * 2**30), format_size(512)
+    ('256MiB', '1.5GiB', '512B')
+    """
+    steps = tuple((f"{p}B", float(_PREFIX[p])) for p in ("Pi", "Ti", "Gi", "Mi", "Ki", ""))
+    return _format(size_bytes, steps, parse_size)
 
 
 def format_bandwidth(bandwidth_Bps: float) -> str:
-    """Human bandwidth in decimal bits per second: ``400Gbps``, ``1.6Tbps``."""
-    bits = bandwidth_Bps * 8
-    if not math.isfinite(bits):
-        return str(bandwidth_Bps)
-    for prefix in ("P", "T", "G", "M", "k"):
-        if abs(bits) >= _PREFIX[prefix]:
-            return f"{_fmt(bits / _PREFIX[prefix])}{prefix}bps"
-    return f"{_fmt(bits)}bps"
+    """Format bytes/s as decimal bits/s; :func:`parse_bandwidth` maps the result back within 1e-9 relative.
+
+    Parameters
+    ----------
+    bandwidth_Bps : float
+        A bandwidth in bytes/s.
+
+    Examples
+    --------
+    >>> format_bandwidth(50e9), format_bandwidth(200e9), format_bandwidth(100)
+    ('400Gbps', '1.6Tbps', '800bps')
+    """
+    steps = tuple((f"{p}bps", _PREFIX[p] / 8) for p in ("P", "T", "G", "M", "k", ""))
+    return _format(bandwidth_Bps, steps, parse_bandwidth)
 
 
 def format_time(seconds: float) -> str:
-    """Human time: ``2us``, ``500ns``, ``1.25ms``, ``3s``."""
-    if not math.isfinite(seconds):
-        return str(seconds)
-    for unit in ("s", "ms", "us", "ns"):
-        if abs(seconds) * _PER_SECOND[unit] >= 1:
-            return f"{_fmt(seconds * _PER_SECOND[unit])}{unit}"
-    return f"{_fmt(seconds * _PER_SECOND['ps'])}ps" if seconds else "0s"
+    """Format seconds in s, ms, us, ns or ps; :func:`parse_time` maps the result back within 1e-9 relative.
+
+    Parameters
+    ----------
+    seconds : float
+        A duration in seconds.
+
+    Examples
+    --------
+    >>> format_time(2e-6), format_time(5e-7), format_time(1.25e-3), format_time(3)
+    ('2us', '500ns', '1.25ms', '3s')
+    """
+    steps = tuple((f"{u}s", 1 / _PER_SECOND[u]) for u in ("", "m", "u", "n", "p"))
+    return _format(seconds, steps, parse_time)

@@ -48,19 +48,43 @@ def _ring_rank(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], rank
     yield from inbox.wait_for(rank, steps)
 
 
-def ring(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, steps_per_byte: int,
+def channel_ring(gpus: Sequence[int], gpu_host: Sequence[int], channel: int) -> list[int]:
+    """The ring order of ``channel``: each host's run of consecutive ranks rotated by ``channel``.
+
+    Rotating where a ring enters and leaves each host makes channel c cross hosts between
+    different GPUs, hence (with GPU i on NIC i mod nics) through different NICs, as NCCL spreads
+    its channels over a node's NICs. Single-GPU hosts and channel 0 keep the rank order.
+
+    Examples
+    --------
+    >>> channel_ring([0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 1, 1], 1)
+    [1, 2, 0, 4, 5, 3]
+    """
+    order: list[int] = []
+    start = 0
+    for i in range(1, len(gpus) + 1):
+        if i == len(gpus) or gpu_host[gpus[i]] != gpu_host[gpus[start]]:
+            run = list(gpus[start:i])
+            k = channel % len(run)
+            order.extend(run[k:] + run[:k])
+            start = i
+    return order
+
+
+def ring(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, steps: int,
          *, channels: int = 1, job: int = 0) -> Generator:
-    """Run ``steps_per_byte`` ring steps of ``size_bytes / (n * channels)`` per channel (shared core)."""
+    """Run ``steps`` ring steps of ``size_bytes / (n * channels)`` on each channel (shared core)."""
     n = len(gpus)
     if n < 2:
         return
     piece = size_bytes / (n * channels)
     procs = []
     for c in range(channels):
+        order = channel_ring(gpus, fabric.topology.gpu_host, c)
         inbox = _Inbox(env, n)
         for r in range(n):
-            conn = Connection(gpus[r], gpus[(r + 1) % n], c, job)
-            procs.append(env.process(_ring_rank(env, fabric, gpus, r, steps_per_byte, piece, inbox, conn)))
+            conn = Connection(order[r], order[(r + 1) % n], c, job)
+            procs.append(env.process(_ring_rank(env, fabric, order, r, steps, piece, inbox, conn)))
     yield env.all_of(procs)
 
 
@@ -70,7 +94,8 @@ def ring_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
     """Ring allreduce: reduce-scatter then allgather, 2(n-1) steps of M/n per rank.
 
     With ``channels`` > 1 the buffer is split over that many parallel rings, each on its own
-    connections (its own ECMP hash), as NCCL does. On a non-blocking fabric the time is
+    connections (its own ECMP hash) and leaving each host through its own GPU/NIC
+    (:func:`channel_ring`), as NCCL does. On a non-blocking fabric the time is
     ``2(n-1)(alpha + M/(n B))``.
 
     Examples

@@ -50,7 +50,8 @@ def _schedule(env: simpy.Environment, event: simpy.Event, delay: float = 0.0, pr
 class _Flow:
     """One message in flight: its incidence, progress and completion event."""
 
-    __slots__ = ("fid", "conn", "size", "links", "weights", "link_list", "delay", "n_paths", "cap",
+    __slots__ = ("fid", "conn", "size", "links", "weights", "link_list", "weight_list", "solo", "delay", "n_paths",
+                 "cap",
                  "start", "remaining", "rate", "t_upd", "version", "event")
 
     def __init__(self, fid: int, conn: Connection, size: float, cap: float, start: float, event: simpy.Event):
@@ -108,11 +109,14 @@ class Fabric:
         self.record_flows = record_flows
         n_links = len(topology.links)
         self.capacity_Bps = topology.links.capacity_Bps.copy()
-        self.link_bytes = np.zeros(n_links)
-        self.link_busy_s = np.zeros(n_links)
-        self.link_peak_util = np.zeros(n_links)
-        self.link_load_Bps = np.zeros(n_links)
-        self._link_t = np.zeros(n_links)
+        # perf: per-link state lives in Python lists; flushes touch a handful of links each and
+        # scalar list access is ~10x cheaper than numpy scalar indexing. Arrays via properties.
+        self._cap = self.capacity_Bps.tolist()
+        self._bytes = [0.0] * n_links
+        self._busy = [0.0] * n_links
+        self._peak = [0.0] * n_links
+        self._load = [0.0] * n_links
+        self._link_t = [0.0] * n_links
         self._link_flows: defaultdict[int, set[int]] = defaultdict(set)
         self._flows: dict[int, _Flow] = {}
         self._pending: list[_Flow] = []
@@ -159,6 +163,26 @@ class Fabric:
         return event
 
     @property
+    def link_bytes(self) -> np.ndarray:
+        """Bytes each link has carried (completed messages)."""
+        return np.array(self._bytes)
+
+    @property
+    def link_busy_s(self) -> np.ndarray:
+        """Time each link carried any traffic (up to the last :meth:`finalize`)."""
+        return np.array(self._busy)
+
+    @property
+    def link_peak_util(self) -> np.ndarray:
+        """Highest load / capacity each link reached."""
+        return np.array(self._peak)
+
+    @property
+    def link_load_Bps(self) -> np.ndarray:
+        """Current load of each link."""
+        return np.array(self._load)
+
+    @property
     def active_flows(self) -> int:
         """Number of messages currently transmitting."""
         return len(self._flows)
@@ -166,9 +190,10 @@ class Fabric:
     def finalize(self) -> None:
         """Close link busy-time accounting at the current time (call once the simulation ended)."""
         now = self.env.now
-        busy = self.link_load_Bps > 0
-        self.link_busy_s[busy] += now - self._link_t[busy]
-        self._link_t[:] = now
+        for link, load in enumerate(self._load):
+            if load > 0:
+                self._busy[link] += now - self._link_t[link]
+                self._link_t[link] = now
 
     # ----------------------------------------------------------------- batching
     def _arm_flush(self) -> None:
@@ -198,11 +223,12 @@ class Fabric:
             self._resolve(seeds, now)
         self._arm_timer()
 
-    def _incidence(self, conn: Connection) -> tuple[np.ndarray, np.ndarray, list[int], float, int]:
+    def _incidence(self, conn: Connection) -> tuple:
+        """(links, weights, link list, weight list, delay, solo rate, n_paths) of ``conn``, cached per routes."""
         routes = self.routing.paths(conn)
         cached = self._routes_cache.get(conn)
         if cached is not None and cached[0] is routes:
-            return cached[1], cached[2], cached[3], cached[4], len(routes)
+            return cached[1]
         if len(routes) == 1:
             links = np.array(routes[0][0], dtype=np.int64)
             weights = np.ones(len(links))
@@ -215,12 +241,16 @@ class Fabric:
             links, weights = links[keep], weights[keep]
         latency = max(self.topology.path_latency_s(p) for p, frac in routes if frac > 0)
         delay = latency + self.topology.message_overhead_s(conn.src, conn.dst)
-        link_list = links.tolist()
-        self._routes_cache[conn] = (routes, links, weights, link_list, delay)
-        return links, weights, link_list, delay, len(routes)
+        link_list, weight_list = links.tolist(), weights.tolist()
+        # Rate the flow would get alone: its single-flow component is solved without numpy.
+        solo = min((self._cap[lk] / w for lk, w in zip(link_list, weight_list)), default=math.inf)
+        entry = (links, weights, link_list, weight_list, delay, solo, len(routes))
+        self._routes_cache[conn] = (routes, entry)
+        return entry
 
     def _admit(self, flow: _Flow, now: float, seeds: set[int]) -> None:
-        flow.links, flow.weights, flow.link_list, flow.delay, flow.n_paths = self._incidence(flow.conn)
+        (flow.links, flow.weights, flow.link_list, flow.weight_list, flow.delay, flow.solo,
+         flow.n_paths) = self._incidence(flow.conn)
         flow.t_upd = now
         self.stats["flows"] += 1
         if flow.size == 0 or not flow.link_list:
@@ -237,7 +267,9 @@ class Fabric:
         for link in flow.link_list:
             self._link_flows[link].discard(flow.fid)
         seeds.update(flow.link_list)
-        self.link_bytes[flow.links] += flow.size * flow.weights
+        size, link_bytes = flow.size, self._bytes
+        for link, w in zip(flow.link_list, flow.weight_list):
+            link_bytes[link] += size * w
         self._finish(flow, now)
         self._next_on_connection(flow.conn, now, seeds)
 
@@ -258,68 +290,83 @@ class Fabric:
                                       flow.start, end, flow.n_paths))
 
     # ----------------------------------------------------------------- rates
-    def _component(self, seeds: set[int]) -> list[_Flow]:
-        """Flows connected (through shared links) to any seed link."""
+    def _components(self, seeds: set[int]) -> list[list[_Flow]]:
+        """The connected components (flows linked through shared links) that touch any seed link."""
         flows = self._flows
         link_flows = self._link_flows
-        seen_links = set(seeds)
-        stack = list(seeds)
-        found: dict[int, _Flow] = {}
-        while stack:
-            for fid in link_flows.get(stack.pop(), ()):
-                if fid not in found:
-                    flow = flows[fid]
-                    found[fid] = flow
-                    for link in flow.link_list:
-                        if link not in seen_links:
-                            seen_links.add(link)
-                            stack.append(link)
-        return list(found.values())
+        seen_links: set[int] = set()
+        seen_flows: set[int] = set()
+        components = []
+        for seed in seeds:
+            if seed in seen_links:
+                continue
+            seen_links.add(seed)
+            stack = [seed]
+            comp = []
+            while stack:
+                for fid in link_flows.get(stack.pop(), ()):
+                    if fid not in seen_flows:
+                        seen_flows.add(fid)
+                        flow = flows[fid]
+                        comp.append(flow)
+                        for link in flow.link_list:
+                            if link not in seen_links:
+                                seen_links.add(link)
+                                stack.append(link)
+            if comp:
+                components.append(comp)
+        return components
 
     def _resolve(self, seeds: set[int], now: float) -> None:
-        comp = self._component(seeds)
+        """Re-solve every component touched by ``seeds``; flows elsewhere keep their rates exactly."""
+        for comp in self._components(seeds):
+            self._solve_component(comp, now)
+        # Links that lost their last flow drop to zero load.
+        link_flows = self._link_flows
+        self._set_loads(((s, 0.0) for s in seeds if not link_flows.get(s)), now)
+
+    def _solve_component(self, comp: list[_Flow], now: float) -> None:
         for flow in comp:
             flow.remaining = max(flow.remaining - flow.rate * (now - flow.t_upd), 0.0)
             flow.t_upd = now
-        if len(comp) == 1:
+        n = len(comp)
+        if n == 1:
             flow = comp[0]
-            rates = np.array([min(flow.cap, float(np.min(self.capacity_Bps[flow.links] / flow.weights)))])
-            touched = flow.links
-            loads = flow.weights * rates[0]
-        elif comp:
-            lens = [len(f.link_list) for f in comp]
+            rate = min(flow.cap, flow.solo)
+            rates = [rate]
+            self._set_loads(zip(flow.link_list, [w * rate for w in flow.weight_list]), now)
+        else:
             all_links = np.concatenate([f.links for f in comp])
             touched, local = np.unique(all_links, return_inverse=True)
             entry_w = np.concatenate([f.weights for f in comp])
-            entry_f = np.repeat(np.arange(len(comp)), lens)
+            entry_f = np.repeat(np.arange(n), [len(f.link_list) for f in comp])
             caps = np.array([f.cap for f in comp])
-            rates = self.solver(entry_f, local, entry_w, self.capacity_Bps[touched], len(comp), caps)
-            loads = np.bincount(local, weights=entry_w * rates[entry_f], minlength=len(touched))
+            rate_arr = self.solver(entry_f, local, entry_w, self.capacity_Bps[touched], n, caps)
+            loads = np.bincount(local, weights=entry_w * rate_arr[entry_f], minlength=len(touched))
             self.stats["solver_calls"] += 1
-        else:
-            touched, loads, rates = np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
-        self.stats["solved_flows"] += len(comp)
-        self.stats["max_component"] = max(self.stats["max_component"], len(comp))
-        # Links that lost their last flow drop to zero load.
-        idle = np.fromiter((s for s in seeds if not self._link_flows.get(s)), dtype=np.int64)
-        if len(idle):
-            touched = np.concatenate([touched, idle])
-            loads = np.concatenate([loads, np.zeros(len(idle))])
-        self._update_links(touched, loads, now)
+            rates = rate_arr.tolist()
+            self._set_loads(zip(touched.tolist(), loads.tolist()), now)
+        self.stats["solved_flows"] += n
+        if n > self.stats["max_component"]:
+            self.stats["max_component"] = n
         heap = self._heap
-        for flow, rate in zip(comp, rates.tolist()):
+        for flow, rate in zip(comp, rates):
             flow.rate = rate
             flow.version += 1
             if rate > 0:
                 heapq.heappush(heap, (now + flow.remaining / rate, flow.fid, flow.version))
 
-    def _update_links(self, links: np.ndarray, loads: np.ndarray, now: float) -> None:
-        busy = self.link_load_Bps[links] > 0
-        self.link_busy_s[links] += np.where(busy, now - self._link_t[links], 0.0)
-        self._link_t[links] = now
-        self.link_load_Bps[links] = loads
-        util = loads / self.capacity_Bps[links]
-        np.maximum.at(self.link_peak_util, links, util)
+    def _set_loads(self, pairs, now: float) -> None:
+        """Set new loads on links, closing their busy-time interval and raising their peaks."""
+        load_, t_, busy_, peak_, cap_ = self._load, self._link_t, self._busy, self._peak, self._cap
+        for link, load in pairs:
+            if load_[link] > 0:
+                busy_[link] += now - t_[link]
+            t_[link] = now
+            load_[link] = load
+            util = load / cap_[link]
+            if util > peak_[link]:
+                peak_[link] = util
 
     # ----------------------------------------------------------------- completions
     def _arm_timer(self) -> None:
