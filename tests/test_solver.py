@@ -117,3 +117,11 @@ def test_caps_release_capacity_to_others(solve):
 def test_flow_without_links_needs_cap(solve):
     with pytest.raises(ValueError):
         solve(np.array([0]), np.array([0]), np.ones(1), np.array([1.0]), 2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(flow_sets())
+def test_numpy_and_list_solvers_agree(fs):
+    ef, el, ew, capacity, n, caps = fs
+    np.testing.assert_allclose(SOLVERS["progressive_filling_py"](ef, el, ew, capacity, n, caps),
+                               SOLVERS["progressive_filling"](ef, el, ew, capacity, n, caps), rtol=1e-9)

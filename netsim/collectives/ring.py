@@ -11,41 +11,43 @@ from netsim.engine import Fabric
 from netsim.routing.base import Connection
 
 
-class _Inbox:
-    """Counts messages that arrived at each rank and wakes a rank waiting for its k-th one."""
+class _Arrivals:
+    """One event per (rank, step): fired when that step's message has reached the rank.
 
-    __slots__ = ("env", "received", "waiting")
+    Whichever side comes first, the sender posting the message or the receiver starting to wait,
+    creates the event; the fabric fires it on arrival. One event per message, no placeholders.
+    """
+
+    __slots__ = ("env", "slots")
 
     def __init__(self, env: simpy.Environment, n: int):
         self.env = env
-        self.received = [0] * n
-        self.waiting: list[simpy.Event | None] = [None] * n
+        self.slots: list[dict[int, simpy.Event]] = [{} for _ in range(n)]
 
-    def deliver(self, rank: int) -> None:
-        self.received[rank] += 1
-        waiter = self.waiting[rank]
-        if waiter is not None:
-            self.waiting[rank] = None
-            waiter.succeed()
+    def meet(self, rank: int, step: int) -> simpy.Event:
+        """The arrival event of ``step`` at ``rank``.
 
-    def wait_for(self, rank: int, count: int) -> Generator[simpy.Event, None, None]:
-        while self.received[rank] < count:
-            ev = self.env.event()
-            self.waiting[rank] = ev
-            yield ev
+        Sender and receiver each call this once: the first creates and stores the event, the
+        second takes it out of the table, so nothing outlives the message.
+        """
+        table = self.slots[rank]
+        ev = table.pop(step, None)
+        if ev is None:
+            ev = table[step] = self.env.event()
+        return ev
 
 
 def _ring_rank(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], rank: int, steps: int,
-               piece_bytes: float, inbox: _Inbox, conn: Connection) -> Generator:
+               piece_bytes: float, arrivals: _Arrivals, conn: Connection) -> Generator:
     """Rank ``rank``: send step k to its successor once step k-1 from its predecessor has arrived."""
     succ = (rank + 1) % len(gpus)
-    deliver = inbox.deliver
+    src, dst = gpus[rank], gpus[succ]
+    meet = arrivals.meet
     for k in range(steps):
         if k:
-            yield from inbox.wait_for(rank, k)
-        done = fabric.send(gpus[rank], gpus[succ], piece_bytes, conn)
-        done.callbacks.append(lambda _e, s=succ: deliver(s))
-    yield from inbox.wait_for(rank, steps)
+            yield meet(rank, k - 1)
+        fabric.send(src, dst, piece_bytes, conn, event=meet(succ, k))
+    yield meet(rank, steps - 1)
 
 
 def channel_ring(gpus: Sequence[int], gpu_host: Sequence[int], channel: int) -> list[int]:
@@ -81,10 +83,10 @@ def ring(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes
     procs = []
     for c in range(channels):
         order = channel_ring(gpus, fabric.topology.gpu_host, c)
-        inbox = _Inbox(env, n)
+        arrivals = _Arrivals(env, n)
         for r in range(n):
             conn = Connection(order[r], order[(r + 1) % n], c, job)
-            procs.append(env.process(_ring_rank(env, fabric, order, r, steps, piece, inbox, conn)))
+            procs.append(env.process(_ring_rank(env, fabric, order, r, steps, piece, arrivals, conn)))
     yield env.all_of(procs)
 
 

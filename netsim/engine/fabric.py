@@ -19,7 +19,7 @@ import simpy
 from simpy.events import NORMAL
 
 from netsim.routing.base import Connection, RoutingPolicy, Routes
-from netsim.solver import progressive_filling
+from netsim.solver import progressive_filling, progressive_filling_lists
 from netsim.topology import Topology
 
 #: SimPy priority of the per-instant flush: after every NORMAL event of the same instant.
@@ -84,6 +84,9 @@ class Fabric:
         Flows whose last bytes drain within this time of each other complete together.
     record_flows:
         Keep one record per message (for ``flows.parquet``); turn off for the largest runs.
+    small_component:
+        Components of at most this many flows are solved by the list-based solver (same
+        allocation, less overhead); larger ones by ``solver``.
 
     Examples
     --------
@@ -100,13 +103,14 @@ class Fabric:
 
     def __init__(self, env: simpy.Environment, topology: Topology, routing: RoutingPolicy, *,
                  solver: Callable[..., np.ndarray] = progressive_filling,
-                 completion_tolerance_s: float = 1e-9, record_flows: bool = True):
+                 completion_tolerance_s: float = 1e-9, record_flows: bool = True, small_component: int = 24):
         self.env = env
         self.topology = topology
         self.routing = routing
         self.solver = solver
         self.tolerance_s = completion_tolerance_s
         self.record_flows = record_flows
+        self.small_component = small_component
         n_links = len(topology.links)
         self.capacity_Bps = topology.links.capacity_Bps.copy()
         # perf: per-link state lives in Python lists; flushes touch a handful of links each and
@@ -133,7 +137,7 @@ class Fabric:
 
     # ----------------------------------------------------------------- public API
     def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
-             cap_Bps: float = math.inf) -> simpy.Event:
+             cap_Bps: float = math.inf, event: simpy.Event | None = None) -> simpy.Event:
         """Send ``size_bytes`` from GPU ``src`` to GPU ``dst``; the event fires when the last byte arrived.
 
         Parameters
@@ -143,10 +147,14 @@ class Fabric:
             routing decisions are made per connection.
         cap_Bps:
             Upper bound on this message's rate (transport or NIC efficiency).
+        event:
+            An untriggered event to fire on arrival instead of a new one (lets a receiver wait on
+            its own event before the sender has posted the message).
         """
         if not size_bytes >= 0:
             raise ValueError(f"size_bytes must be >= 0, got {size_bytes!r}")
-        event = self.env.event()
+        if event is None:
+            event = self.env.event()
         if src == dst:
             _schedule(self.env, event)
             return event
@@ -335,6 +343,15 @@ class Fabric:
             rate = min(flow.cap, flow.solo)
             rates = [rate]
             self._set_loads(zip(flow.link_list, [w * rate for w in flow.weight_list]), now)
+        elif n <= self.small_component:
+            rates = progressive_filling_lists([f.link_list for f in comp], [f.weight_list for f in comp], self._cap,
+                                              [f.cap for f in comp])
+            loads: dict[int, float] = {}
+            for f, rate in zip(comp, rates):
+                for link, w in zip(f.link_list, f.weight_list):
+                    loads[link] = loads.get(link, 0.0) + w * rate
+            self.stats["solver_calls"] += 1
+            self._set_loads(loads.items(), now)
         else:
             all_links = np.concatenate([f.links for f in comp])
             touched, local = np.unique(all_links, return_inverse=True)
