@@ -80,8 +80,8 @@ def _print_summary(runs, name: str) -> None:
     for _, r in runs.iterrows():
         table.add_row(r["run_id"], r["routing.type"], r["placement.type"],
                       f"{r['workload.op']}/{r['workload.algorithm']}", units.format_size(r["workload.size"]),
-                      str(r["n_ranks"]), units.format_time(r["collective_time_s"]),
-                      units.format_bandwidth(r["algbw_Bps"]), units.format_bandwidth(r["busbw_Bps"]),
+                      str(r["n_ranks"]), units.format_time(r["collective_time_s"], 4),
+                      units.format_bandwidth(r["algbw_Bps"], 4), units.format_bandwidth(r["busbw_Bps"], 4),
                       f"{r['max_link_util']:.2f}", f"{r['wall_s']:.2f}s")
     _out().print(table)
 

@@ -151,16 +151,19 @@ def parse_time(value: int | float | str) -> float:
     return _parse(value, "time")
 
 
-def _format(value: float, steps: tuple[tuple[str, float], ...], parse) -> str:
+def _format(value: float, steps: tuple[tuple[str, float], ...], parse, digits: int | None = None) -> str:
     """``value`` scaled by the first (suffix, factor) with ``|value| >= factor`` (else the last one), with
-    6 significant digits, or more when needed to parse back within 1e-9 relative. Negative values get a
-    leading ``-`` (for display only: the parsers reject them)."""
+    6 significant digits, or more when needed to parse back within 1e-9 relative; exactly ``digits``
+    significant digits (for display) when given. Negative values get a leading ``-`` (for display only:
+    the parsers reject them)."""
     if not math.isfinite(value):
         return str(value)
     if value == 0:
         return "0" + min((s for s, _ in steps), key=len)  # the unprefixed unit: 0B, 0bps, 0s
     suffix, factor = next(((s, f) for s, f in steps if abs(value) >= f), steps[-1])
     scaled = value / factor
+    if digits is not None:
+        return f"{scaled:.{digits}g}{suffix}"
     for digits in range(6, 18):
         text = f"{scaled:.{digits}g}{suffix}"
         if math.isclose(parse(text.lstrip("-")), abs(value), rel_tol=1e-9, abs_tol=0.0):
@@ -168,13 +171,15 @@ def _format(value: float, steps: tuple[tuple[str, float], ...], parse) -> str:
     return f"{scaled!r}{suffix}"
 
 
-def format_size(size_bytes: float) -> str:
+def format_size(size_bytes: float, digits: int | None = None) -> str:
     """Format bytes with binary prefixes; :func:`parse_size` maps the result back within 1e-9 relative.
 
     Parameters
     ----------
     size_bytes : float
         A size in bytes.
+    digits : int, optional
+        Significant digits for display (the round trip is then only as good as those digits).
 
     Examples
     --------
@@ -182,16 +187,18 @@ def format_size(size_bytes: float) -> str:
     ('256MiB', '1.5GiB', '512B')
     """
     steps = tuple((f"{p}B", float(_PREFIX[p])) for p in ("Pi", "Ti", "Gi", "Mi", "Ki", ""))
-    return _format(size_bytes, steps, parse_size)
+    return _format(size_bytes, steps, parse_size, digits)
 
 
-def format_bandwidth(bandwidth_Bps: float) -> str:
+def format_bandwidth(bandwidth_Bps: float, digits: int | None = None) -> str:
     """Format bytes/s as decimal bits/s; :func:`parse_bandwidth` maps the result back within 1e-9 relative.
 
     Parameters
     ----------
     bandwidth_Bps : float
         A bandwidth in bytes/s.
+    digits : int, optional
+        Significant digits for display.
 
     Examples
     --------
@@ -199,16 +206,18 @@ def format_bandwidth(bandwidth_Bps: float) -> str:
     ('400Gbps', '1.6Tbps', '800bps')
     """
     steps = tuple((f"{p}bps", _PREFIX[p] / 8) for p in ("P", "T", "G", "M", "k", ""))
-    return _format(bandwidth_Bps, steps, parse_bandwidth)
+    return _format(bandwidth_Bps, steps, parse_bandwidth, digits)
 
 
-def format_time(seconds: float) -> str:
+def format_time(seconds: float, digits: int | None = None) -> str:
     """Format seconds in s, ms, us, ns or ps; :func:`parse_time` maps the result back within 1e-9 relative.
 
     Parameters
     ----------
     seconds : float
         A duration in seconds.
+    digits : int, optional
+        Significant digits for display.
 
     Examples
     --------
@@ -216,4 +225,4 @@ def format_time(seconds: float) -> str:
     ('2us', '500ns', '1.25ms', '3s')
     """
     steps = tuple((f"{u}s", 1 / _PER_SECOND[u]) for u in ("", "m", "u", "n", "p"))
-    return _format(seconds, steps, parse_time)
+    return _format(seconds, steps, parse_time, digits)

@@ -206,3 +206,10 @@ def test_formatting_non_finite_or_negative_values_does_not_crash():
 
 def test_docstring_examples():
     assert doctest.testmod(units).failed == 0
+
+
+def test_display_digits():
+    from netsim.units import format_bandwidth, format_size, format_time
+    assert format_time(0.02114229216, 4) == "21.14ms"
+    assert format_bandwidth(101.5728868e9 / 8, 4) == "101.6Gbps"
+    assert format_size(1234567, 3) == "1.18MiB"

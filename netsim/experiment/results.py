@@ -108,6 +108,9 @@ def write_results(results: list[RunResult], out_dir: str | Path, manifest_extra:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a results directory is ordinary
         runs_frame(results).to_parquet(tmp / "runs.parquet", index=False)
         pd.concat([collectives_frame(r) for r in results]).to_parquet(tmp / "collectives.parquet", index=False)
         pd.concat([flows_frame(r) for r in results]).to_parquet(tmp / "flows.parquet", index=False)
