@@ -62,6 +62,9 @@ def test_run_quickstart_writes_the_results_directory(tmp_path):
     assert {"bytes", "busy_s", "mean_util", "peak_util", "tier"} <= set(links.columns)
     assert links["peak_util"].max() <= 1 + 1e-9
     assert "quickstart" in result.output and "busbw" in result.output
+    page = (out / "report.html").read_text()
+    assert "plotly" in page and '<script src="http' not in page  # self-contained: opens offline
+    assert page.count('class="plotly-graph-div"') == 5
 
 
 def test_set_overrides_any_key(tmp_path):

@@ -130,3 +130,17 @@ def test_ecmp_collisions_set_the_ring_time(seed):
     # early, once per step on the critical path.
     assert env.now >= worst * nic_bound - 2 * (n - 1) * fab.tolerance_s
     assert env.now == pytest.approx(worst * nic_bound, rel=0.01)
+
+
+def test_two_ring_connections_forced_onto_one_uplink_take_the_fluid_time():
+    # Hosts 0,1 on leaf0 and 2,3 on leaf1, one spine, uplinks as fast as a NIC. The ring order
+    # 0->2->1->3->0 sends two connections each way over the single leaf-spine cable pair.
+    topo = make_leaf_spine(leaves=2, spines=1, hosts_per_leaf=2, nic_latency_s=1e-6)
+    n, size = 4, 256 * MiB
+    t, fab = _run_ring(topo, [0, 2, 1, 3], size)
+    assert t == pytest.approx(2 * (n - 1) * (2e-6 + size / (n * GB / 2)), rel=1e-6)
+    up = [i for i in range(len(topo.links)) if topo.links.kind_name(i) == "up"]
+    assert fab.link_peak_util[up].max() == pytest.approx(1.0)
+    # the same ring in rank order crosses the spine once each way: no sharing, the closed form
+    t_ordered, _ = _run_ring(topo, [0, 1, 2, 3], size)
+    assert t_ordered == pytest.approx(2 * (n - 1) * (2e-6 + size / (n * GB)), rel=1e-6)

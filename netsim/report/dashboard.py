@@ -27,7 +27,7 @@ def _summary(runs: pd.DataFrame) -> go.Figure:
     table["flows"] = runs["flows"]
     fig = go.Figure(go.Table(header={"values": list(table.columns)},
                              cells={"values": [table[c] for c in table.columns]}))
-    fig.update_layout(title="Runs", height=120 + 30 * len(table))
+    fig.update_layout(title="Runs", height=160 + 28 * len(table), margin={"t": 50, "b": 10, "l": 10, "r": 10})
     return fig
 
 
@@ -37,11 +37,13 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
     runs, colls, flows, links = t["runs"], t["collectives"], t["flows"], t["links"]
     figs = [_summary(runs)]
     if len(colls):
-        c = colls.assign(call=colls["job"].astype(str) + "." + colls["iteration"].astype(str),
+        c = colls.assign(call="job " + colls["job"].astype(str) + ", call " + colls["iteration"].astype(str),
                          busbw_Gbps=colls["busbw_Bps"] / GBPS)
-        figs.append(px.bar(c, x="call", y="busbw_Gbps", color="run_id", barmode="group",
-                           hover_data=["duration_s", "size_bytes", "n_ranks"],
-                           title="Collective bus bandwidth per call (Gbps)"))
+        fig = px.bar(c, x="call", y="busbw_Gbps", color="run_id", barmode="group",
+                     hover_data=["duration_s", "size_bytes", "n_ranks"],
+                     title="Collective bus bandwidth per call (Gbps)")
+        fig.update_xaxes(type="category")
+        figs.append(fig)
     if len(flows):
         f = flows.assign(fct_s=flows["end_s"] - flows["start_s"])
         figs.append(px.ecdf(f, x="fct_s", color="run_id", log_x=True, title="Message completion time CDF (s)"))
