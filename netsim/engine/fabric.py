@@ -415,7 +415,7 @@ class Fabric:
         while heap and heap[0][0] <= horizon:
             _, fid, version = heapq.heappop(heap)
             flow = flows.get(fid)
-            if flow is not None and flow.version == version and flow.remaining >= 0:
+            if flow is not None and flow.version == version:
                 flow.version += 1  # CORRECTNESS: a drained flow is never drained twice
                 self._drained.append(flow)
                 drained = True
