@@ -24,8 +24,9 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m ''
 
+# All scenarios take ~13 minutes on 2 cores; pick some with: make bench BENCH="ring-256 ring-256-1ch"
 bench: $(STAMP)
-	$(PY) benchmarks/run.py
+	$(PY) benchmarks/run.py $(BENCH)
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .hypothesis

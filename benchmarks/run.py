@@ -24,6 +24,7 @@ SCENARIOS = {
     "ring-1024": dict(leaves=16, spines=16, hosts_per_leaf=8, uplinks=4, size=2**30, channels=8),
     # One channel: only the one edge per host crosses the fabric (few collisions): the cheap baseline.
     "ring-256-1ch": dict(leaves=8, spines=8, hosts_per_leaf=4, uplinks=4, size=2**30, channels=1),
+    "ring-1024-1ch": dict(leaves=16, spines=16, hosts_per_leaf=8, uplinks=4, size=2**30, channels=1),
 }
 
 

@@ -139,3 +139,16 @@ def test_messages_on_one_connection_are_sent_in_order():
     # [0,2): first and other at 0.5 -> first done at 2; [2,3): second and other at 0.5 ... other done
     # at 2 (1 GB at 0.5) -> both end at 2; then second alone at 1 GB/s from 2 -> 3.
     assert log == {"first": pytest.approx(2.0), "other": pytest.approx(2.0), "second": pytest.approx(3.0)}
+
+
+def test_flows_draining_within_the_tolerance_complete_together():
+    topo = make_leaf_spine(hosts_per_leaf=4)
+    env, fab = make_fabric(topo, completion_tolerance_s=1e-9)
+    log = {}
+    _when(env, fab.send(0, 1, 1e9), log, "a")          # drains at 1.0 s
+    _when(env, fab.send(2, 3, 1e9 + 0.5), log, "b")    # would drain 0.5 ns later: same completion
+    _when(env, fab.send(4, 5, 1e9 + 5.0), log, "c")    # 5 ns later: its own completion
+    env.run()
+    assert log["a"] == log["b"] == pytest.approx(1.0)
+    assert log["c"] == pytest.approx(1.0 + 5e-9, abs=1e-12)
+    assert fab.stats["flushes"] == 3   # the sends, the a+b completion, the c completion
