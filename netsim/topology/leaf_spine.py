@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
-
 from netsim.errors import ConfigError
+from netsim.topology.node import nvswitch_node
 from netsim.topology.topology import Topology, _Builder, compile_links
 
 
@@ -65,29 +64,21 @@ def leaf_spine(*, leaves: int, spines: int, hosts_per_leaf: int, gpus_per_host: 
             for _ in range(uplinks_per_spine):
                 b.duplex(leaf, spine, uplink_bandwidth_Bps, uplink_latency_s, "up", "down")
 
-    gpu_host: list[int] = []
-    gpu_nic: list[int] = []
-    gpu_intra: list[tuple[int, int]] = []
+    model = nvswitch_node(gpus_per_host, nics_per_host, intra_bandwidth_Bps, intra_latency_s)
+    hosts = []
     nic_ports: dict[int, list[tuple[int, int, int]]] = {}
     nic_overhead: dict[int, float] = {}
     hosts_per_group = hosts_per_leaf * nics_per_host
     for h in range(n_hosts):
-        hsw = b.node(f"h{h}.nvs", "host_switch", host=h)
-        nics = []
-        for r in range(nics_per_host):
-            nic = b.node(f"h{h}.nic{r}", "nic", host=h, rail=r)
+        first_gpu = h * gpus_per_host
+        _gpus, nics, base = b.host(h, model)
+        for r, nic in enumerate(nics):
             leaf_idx = (h // hosts_per_group) * nics_per_host + r if rail_optimized else h // hosts_per_leaf
             bw = overrides.get((h, r), nic_bandwidth_Bps)
             up, down = b.duplex(nic, leaf_nodes[leaf_idx], bw, nic_latency_s, "nic_up", "nic_down")
             nic_ports[nic] = [(up, leaf_nodes[leaf_idx], down)]
             nic_overhead[nic] = nic_overhead_s
-            nics.append(nic)
-        for i in range(gpus_per_host):
-            gpu = b.node(f"h{h}.gpu{i}", "gpu", host=h, local=i)
-            gpu_intra.append(b.duplex(gpu, hsw, intra_bandwidth_Bps, intra_latency_s, "intra", "intra"))
-            b.graph.add_edge(gpu, nics[i % nics_per_host], links=[])  # attachment, no modelled link
-            gpu_host.append(h)
-            gpu_nic.append(nics[i % nics_per_host])
+        hosts.append((model, first_gpu, base, nics))
 
     leaf_down_Bps = hosts_per_leaf * nics_per_host * nic_bandwidth_Bps
     leaf_up_Bps = spines * uplinks_per_spine * uplink_bandwidth_Bps
@@ -99,5 +90,4 @@ def leaf_spine(*, leaves: int, spines: int, hosts_per_leaf: int, gpus_per_host: 
         "oversubscription": leaf_down_Bps / leaf_up_Bps,
     }
     return Topology(f"leaf_spine({leaves}x{spines}, {n_hosts} hosts x {gpus_per_host} GPUs)", b.graph,
-                    compile_links(b.links), np.array(gpu_host), np.array(gpu_nic), gpu_intra, nic_ports,
-                    nic_overhead, intra_overhead_s, params)
+                    compile_links(b.links), hosts, nic_ports, nic_overhead, intra_overhead_s, params)

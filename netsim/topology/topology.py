@@ -11,10 +11,15 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
+from netsim.topology.node import NodeModel
+
 #: Link kinds, stored as small integer codes in :attr:`LinkTable.kind`.
-LINK_KINDS = ("intra", "nic_up", "nic_down", "up", "down")
+LINK_KINDS = ("intra", "nic_up", "nic_down", "up", "down", "pcie", "local", "global")
 #: Which tier each link kind belongs to, for per-tier reporting.
-LINK_TIERS = {"intra": "host", "nic_up": "nic", "nic_down": "nic", "up": "leaf-spine", "down": "leaf-spine"}
+LINK_TIERS = {"intra": "host", "pcie": "host", "nic_up": "nic", "nic_down": "nic", "up": "leaf-spine",
+              "down": "leaf-spine", "local": "group", "global": "global"}
+#: Node kinds that are network switches (the switch graph paths are enumerated on).
+SWITCH_KINDS = ("leaf", "spine", "switch")
 
 Path = tuple[int, ...]
 
@@ -63,53 +68,79 @@ class _Builder:
         """Add a full-duplex cable as two directed links; returns (u->v, v->u)."""
         return (self.link(u, v, capacity_Bps, latency_s, up), self.link(v, u, capacity_Bps, latency_s, down))
 
+    def host(self, h: int, model: NodeModel) -> tuple[list[int], list[int], int]:
+        """Stamp one host of ``model``: returns (GPU nodes, NIC nodes, id of its first local link).
+
+        CORRECTNESS: the host's local links are added contiguously and in the model's order, so
+        local link ``k`` is global link ``base + k``.
+        """
+        gpus = [self.node(f"h{h}.gpu{i}", "gpu", host=h, local=i) for i in range(model.n_gpus)]
+        nics = [self.node(f"h{h}.nic{r}", "nic", host=h, rail=r) for r in range(model.n_nics)]
+        switches = [self.node(f"h{h}.nvs{k}" if k else f"h{h}.nvs", "host_switch", host=h)
+                    for k in range(model.n_switches)]
+        local = gpus + nics + switches
+        base = len(self.links)
+        for u, v, bw, lat, kind in model.edges:
+            self.duplex(local[u], local[v], bw, lat, kind, kind)
+        for i, r in enumerate(model.gpu_nic):
+            if not self.graph.has_edge(gpus[i], nics[r]):
+                self.graph.add_edge(gpus[i], nics[r], links=[])  # which NIC a GPU uses (drawing)
+        return gpus, nics, base
+
 
 class Topology:
-    """A fabric: graph, link table, GPU attachment points and equal-cost path enumeration.
+    """A fabric: graph, link table, hosts built from node models, and equal-cost path enumeration.
 
-    GPUs are numbered ``0 .. n_gpus-1`` (the targets of placement). Each GPU belongs to a host and
-    uses one NIC; traffic between GPUs of one host crosses the intra-host fabric, all other traffic
-    leaves through the sender's NIC, crosses switches on a shortest path and enters through the
-    receiver's NIC.
+    GPUs are numbered ``0 .. n_gpus-1`` (the targets of placement), host by host. Traffic between
+    GPUs of one host follows the host's own links (its :class:`NodeModel`); other traffic goes from
+    the GPU to its NIC inside the host, leaves through one of the NIC's ports, crosses switches on a
+    fewest-hop path and enters the receiver's host through its NIC.
 
     Parameters
     ----------
     name:
         Short description (``leaf_spine(4x4)``).
     graph:
-        Directed graph; node attributes ``name`` and ``kind`` (gpu, nic, host_switch, leaf, spine),
-        edge attribute ``links`` (list of link ids, several for parallel cables).
+        Directed graph; node attributes ``name`` and ``kind`` (gpu, nic, host_switch, leaf, spine,
+        switch), edge attribute ``links`` (list of link ids, several for parallel cables).
     links:
         The compiled link table.
-    gpu_host, gpu_nic:
-        For each GPU, its host index and the node id of its NIC.
+    hosts:
+        Per host: ``(model, first GPU id, first local link id, NIC node ids)``.
     nic_ports:
         For each NIC node id, a list of ``(up_link, switch_node, down_link)`` ports.
-    host_switch:
-        For each host, the node id of its intra-host switch and per-GPU (up, down) links.
-    overhead_s:
-        Per-message overhead (software/NIC cost) for inter-host and intra-host messages.
+    nic_overhead_s:
+        Per-message overhead of messages leaving through each NIC node.
+    intra_overhead_s:
+        Per-message overhead of messages inside a host.
     params:
         Builder parameters and derived figures (oversubscription ...), for reports and manifests.
     """
 
-    def __init__(self, name: str, graph: nx.DiGraph, links: LinkTable, gpu_host: np.ndarray,
-                 gpu_nic: np.ndarray, gpu_intra: list[tuple[int, int]], nic_ports: dict[int, list[tuple[int, int, int]]],
+    def __init__(self, name: str, graph: nx.DiGraph, links: LinkTable,
+                 hosts: list[tuple[NodeModel, int, int, list[int]]], nic_ports: dict[int, list[tuple[int, int, int]]],
                  nic_overhead_s: dict[int, float], intra_overhead_s: float, params: dict):
         self.name = name
         self.graph = graph
         self.links = links
-        self.gpu_host = gpu_host
-        self.gpu_nic = gpu_nic
-        self.gpu_intra = gpu_intra
+        self.hosts = hosts
+        self.gpu_host = np.concatenate([np.full(m.n_gpus, h) for h, (m, *_r) in enumerate(hosts)]).astype(np.int64) \
+            if hosts else np.zeros(0, dtype=np.int64)
+        self.gpu_nic = np.array([nics[m.gpu_nic[i]] for m, _g, _l, nics in hosts for i in range(m.n_gpus)],
+                                dtype=np.int64)
         self.nic_ports = nic_ports
         self.nic_overhead_s = nic_overhead_s
         self.intra_overhead_s = intra_overhead_s
         self.params = params
-        switches = [n for n, k in graph.nodes(data="kind") if k in ("leaf", "spine")]
+        switches = [n for n, k in graph.nodes(data="kind") if k in SWITCH_KINDS]
         self._switch_graph = graph.subgraph(switches).copy()
         self._switch_paths: dict[tuple[int, int], list[Path]] = {}
         self._gpu_paths: dict[tuple[int, int], list[Path]] = {}
+
+    def _local(self, gpu: int) -> tuple[NodeModel, int, int, list[int], int]:
+        """(model, first GPU id, link base, NIC nodes, local index) of ``gpu``'s host."""
+        model, first, base, nics = self.hosts[int(self.gpu_host[gpu])]
+        return model, first, base, nics, gpu - first
 
     @property
     def n_gpus(self) -> int:
@@ -119,7 +150,7 @@ class Topology:
     @property
     def n_hosts(self) -> int:
         """Number of hosts."""
-        return int(self.gpu_host.max()) + 1 if len(self.gpu_host) else 0
+        return len(self.hosts)
 
     def node_name(self, node: int) -> str:
         """The human name of graph node ``node`` (``leaf2``, ``h3.nic1``)."""
@@ -153,27 +184,37 @@ class Topology:
     def paths(self, src: int, dst: int) -> list[Path]:
         """All equal-cost link paths from GPU ``src`` to GPU ``dst`` (sorted, cached).
 
-        Intra-host pairs get the single path through the host's switch; other pairs leave through
-        the sender's NIC ports and enter through the receiver's.
+        Intra-host pairs use the host's fewest-hop local paths; other pairs go GPU -> NIC (inside the
+        host), out of a NIC port, over fewest-hop switch paths, and NIC -> GPU at the other end.
         """
         key = (src, dst)
         cached = self._gpu_paths.get(key)
         if cached is not None:
             return cached
+        m_s, _, base_s, nics_s, ls = self._local(src)
         if src == dst:
             paths: list[Path] = [()]
         elif self.gpu_host[src] == self.gpu_host[dst]:
-            paths = [(self.gpu_intra[src][0], self.gpu_intra[dst][1])]
+            paths = [tuple(base_s + k for k in p) for p in m_s.local_paths(ls, dst - (src - ls))]
         else:
+            m_d, _, base_d, nics_d, ld = self._local(dst)
+            r_s, r_d = m_s.gpu_nic[ls], m_d.gpu_nic[ld]
+            ups = [tuple(base_s + k for k in p) for p in m_s.local_paths(ls, m_s.nic_node(r_s))]
+            downs = [tuple(base_d + k for k in p) for p in m_d.local_paths(m_d.nic_node(r_d), ld)]
             candidates = []
-            for up, sw_a, _ in self.nic_ports[int(self.gpu_nic[src])]:
-                for _, sw_b, down in self.nic_ports[int(self.gpu_nic[dst])]:
+            for up, sw_a, _ in self.nic_ports[nics_s[r_s]]:
+                for _, sw_b, down in self.nic_ports[nics_d[r_d]]:
                     for mid in self.switch_paths(sw_a, sw_b):
                         candidates.append((up, *mid, down))
             shortest = min(len(p) for p in candidates)
-            paths = sorted(p for p in candidates if len(p) == shortest)
+            fabric_paths = sorted(p for p in candidates if len(p) == shortest)
+            paths = [a + f + b for a in ups for f in fabric_paths for b in downs]
         self._gpu_paths[key] = paths
         return paths
+
+    def nic_of(self, gpu: int) -> int:
+        """Graph node of the NIC ``gpu`` sends through."""
+        return int(self.gpu_nic[gpu])
 
     def path_latency_s(self, path: Path) -> float:
         """Sum of propagation latencies along ``path``."""
