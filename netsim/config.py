@@ -76,6 +76,43 @@ class LeafSpineSpec(_Spec):
     nic_overrides: list[NicOverride] = []
 
 
+class CableSpec(_Spec):
+    """A switch-to-switch cable class: bandwidth and propagation latency."""
+
+    bandwidth: Bandwidth
+    latency: Time = 0.0
+
+
+class DragonflySpec(_Spec):
+    """``topology: {type: dragonfly, ...}``; see :func:`netsim.topology.dragonfly.dragonfly`."""
+
+    type: Literal["dragonfly"]
+    groups: Annotated[int, Field(ge=1)]
+    switches_per_group: Annotated[int, Field(ge=1)]
+    hosts_per_switch: Annotated[int, Field(ge=1)]
+    global_links_per_switch: Annotated[int, Field(ge=1)] | None = None
+    global_links_between_groups: Annotated[int, Field(ge=1)] | None = None
+    link: CableSpec
+    global_link: CableSpec | None = None
+    switch_latency: Time = 0.0
+    nic: LinkSpec | None = None
+
+
+class FrontierSpec(_Spec):
+    """``topology: {type: frontier, groups: 74}``: the OLCF Frontier preset."""
+
+    type: Literal["frontier"]
+    groups: Annotated[int, Field(ge=1)] = 74
+    nics_on_switches: Literal[1, 4] = 4
+    switch_latency: Time = 350e-9
+    cable_latency: Time = 0.0
+    global_links_between_groups: Annotated[int, Field(ge=1)] = 4
+    link_bandwidth: Bandwidth = 25e9
+
+
+TopologySpec = Annotated[LeafSpineSpec | DragonflySpec | FrontierSpec, Field(discriminator="type")]
+
+
 class PolicySpec(_Spec):
     """A named policy plus its options: ``routing: ecmp`` or ``placement: {type: random, by: host}``."""
 
@@ -120,7 +157,7 @@ class ExperimentSpec(_Spec):
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
     description: str = ""
     seed: Annotated[int, Field(ge=0)] = 0
-    topology: LeafSpineSpec
+    topology: TopologySpec
     placement: Policy = PolicySpec(type="sequential")
     routing: Policy = PolicySpec(type="ecmp")
     workload: CollectiveWorkload
@@ -177,7 +214,8 @@ def _yaml_line(root: yaml.Node | None, loc: tuple) -> int | None:
 
 def _clean_loc(loc: tuple) -> tuple:
     # pydantic adds validator/union tags ('function-before[...]', 'leaf_spine') to locations.
-    return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in ("leaf_spine", "collective"))))
+    tags = ("leaf_spine", "dragonfly", "frontier", "collective")
+    return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in tags)))
 
 
 def _message(err: dict, model_fields: dict | None) -> str:
@@ -288,6 +326,24 @@ def locate(error: ConfigError, file: str | Path) -> ConfigError:
     return ConfigError(error.message, error.path, str(file), line)
 
 
+def _load_topology_file(name: str, experiment: Path) -> dict:
+    """A ``topology: FILE.yaml`` reference: looked up next to the experiment, then from the cwd."""
+    for candidate in (experiment.parent / name, Path(name)):
+        if candidate.is_file():
+            try:
+                data = yaml.safe_load(candidate.read_text())
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                raise ConfigError(f"YAML syntax error: {getattr(exc, 'problem', exc)}", "", str(candidate),
+                                  mark.line + 1 if mark else None) from None
+            if not isinstance(data, dict):
+                raise ConfigError("a topology file must hold a mapping with a 'type'", "", str(candidate), 1)
+            return data.get("topology", data)
+    raise ConfigError(f"topology file {name!r} not found (looked next to the experiment and in the current "
+                      "directory); give a mapping with 'type' or the path of a topologies/*.yaml file", "topology",
+                      str(experiment))
+
+
 def load_spec(path: str | Path, overrides: list[str] | None = None) -> ExperimentSpec:
     """Read an experiment YAML file, apply ``--set`` overrides, and validate it.
 
@@ -312,6 +368,8 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> Experimen
         raise ConfigError(f"YAML syntax error: {problem}", "", where, mark.line + 1 if mark else None) from None
     if data is None:
         raise ConfigError("the file is empty; an experiment needs at least name, topology and workload", "", where)
+    if isinstance(data, dict) and isinstance(data.get("topology"), str):
+        data["topology"] = _load_topology_file(data["topology"], path)
     overridden: frozenset[str] = frozenset()
     if overrides:
         if not isinstance(data, dict):

@@ -89,7 +89,7 @@ BAD = [
     ("missing file", None, "file not found", ""),
     ("yaml syntax", "name: x\ntopology: [1, 2\n", "YAML syntax error", ":3"),
     ("unknown key", small_spec(**{"topology.colour": "red"}), "unknown key", "topology.colour"),
-    ("unknown routing", small_spec(routing="ecmpp"), "unknown routing policy 'ecmpp'; valid: ecmp", "routing"),
+    ("unknown routing", small_spec(routing="ecmpp"), "unknown routing policy 'ecmpp'; valid: adaptive, ecmp, minimal, ugal, valiant", "routing"),
     ("unknown placement", small_spec(placement="best"), "valid: random, sequential", "placement"),
     ("unknown algorithm", small_spec(**{"workload.algorithm": "rign"}), "valid: ring", "workload.algorithm"),
     ("unknown op", small_spec(**{"workload.op": "allsum"}), "unknown collective op", "workload.op"),
@@ -143,3 +143,26 @@ def test_console_script_exit_code_and_no_traceback(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "unknown routing policy" in proc.stderr
+
+
+def test_topology_file_reference_and_dragonfly_yaml(tmp_path):
+    result = runner.invoke(app, ["validate", str(ROOT / "experiments" / "frontier-mini-ring.yaml")])
+    assert result.exit_code == 0 and "8192 GPUs" in result.output, result.output
+    spec = small_spec(topology={"type": "dragonfly", "groups": 3, "switches_per_group": 2, "hosts_per_switch": 2,
+                                "global_links_between_groups": 1, "link": {"bandwidth": "200Gbps"},
+                                "switch_latency": "350ns"}, routing="ugal")
+    out = tmp_path / "df"
+    result = runner.invoke(app, ["run", str(write(tmp_path, spec)), "--out", str(out), "--no-report"])
+    assert result.exit_code == 0, result.output
+    links = pd.read_parquet(out / "links.parquet")
+    assert {"local", "global"} <= set(links["kind"]) and {"group", "global"} <= set(links["tier"])
+
+
+def test_dragonfly_policy_on_leaf_spine_is_a_clear_error(tmp_path):
+    result = runner.invoke(app, ["validate", str(write(tmp_path, small_spec(routing="valiant")))])
+    assert result.exit_code == 2 and "needs a dragonfly topology" in result.output
+
+
+def test_missing_topology_file_is_a_clear_error(tmp_path):
+    result = runner.invoke(app, ["validate", str(write(tmp_path, small_spec(topology="nope.yaml")))])
+    assert result.exit_code == 2 and "topology file 'nope.yaml' not found" in " ".join(result.output.split())

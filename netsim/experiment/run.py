@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from netsim.collectives import CollectiveRecord
-from netsim.config import ExperimentSpec
+from netsim.config import ExperimentSpec, LinkSpec
 from netsim.engine import Environment, Fabric
 from netsim.placement import make_placement
 from netsim.routing import make_routing
 from netsim.topology import Topology, leaf_spine
+from netsim.topology.dragonfly import dragonfly, frontier
 from netsim.workload import collective_job
 
 
@@ -43,6 +44,18 @@ def spec_hash(spec: ExperimentSpec) -> str:
 def build_topology(spec: ExperimentSpec) -> Topology:
     """The fabric described by ``spec.topology``."""
     t = spec.topology
+    if t.type == "frontier":
+        return frontier(groups=t.groups, nics_on_switches=t.nics_on_switches, link_bandwidth_Bps=t.link_bandwidth,
+                        switch_latency_s=t.switch_latency, cable_latency_s=t.cable_latency,
+                        global_links_between_groups=t.global_links_between_groups)
+    if t.type == "dragonfly":
+        glob = t.global_link or t.link
+        nic = t.nic or LinkSpec(bandwidth=t.link.bandwidth)
+        return dragonfly(groups=t.groups, switches_per_group=t.switches_per_group, hosts_per_switch=t.hosts_per_switch,
+                         global_links_per_switch=t.global_links_per_switch,
+                         global_links_between_groups=t.global_links_between_groups, link_bandwidth_Bps=t.link.bandwidth,
+                         local_latency_s=t.link.latency, global_latency_s=glob.latency, switch_latency_s=t.switch_latency,
+                         nic_bandwidth_Bps=nic.bandwidth, nic_latency_s=nic.latency, nic_overhead_s=nic.overhead)
     return leaf_spine(
         leaves=t.leaves, spines=t.spines, hosts_per_leaf=t.hosts_per_leaf, gpus_per_host=t.gpus_per_host,
         nics_per_host=t.nics_per_host, nic_bandwidth_Bps=t.nic.bandwidth, nic_latency_s=t.nic.latency,
@@ -84,7 +97,9 @@ def _rngs(spec: ExperimentSpec) -> tuple[np.random.Generator, np.random.Generato
 def prepare(spec: ExperimentSpec) -> tuple[Topology, np.ndarray]:
     """Everything before the simulation (topology and placement): what ``netsim validate`` checks."""
     topology = build_topology(spec)
-    return topology, place_ranks(spec, topology, _rngs(spec)[0])
+    gpus = place_ranks(spec, topology, _rngs(spec)[0])
+    make_routing(spec.routing.type, topology, _rngs(spec)[1], spec.routing.options)  # policy fits the fabric?
+    return topology, gpus
 
 
 def run_experiment(spec: ExperimentSpec) -> RunResult:

@@ -90,6 +90,11 @@ class NodeModel:
         return self.n_gpus <= node < self.n_gpus + self.n_nics and not any(node in (u, v) for u, v, *_ in self.edges)
 
 
+def single_gpu_node() -> NodeModel:
+    """One GPU and one NIC, nothing modelled in between (the classic dragonfly terminal)."""
+    return NodeModel("single", 1, 1, (), (0,))
+
+
 def nvswitch_node(n_gpus: int, n_nics: int, bandwidth_Bps: float, latency_s: float = 0.0,
                   pcie_Bps: float | None = None, pcie_latency_s: float = 0.0) -> NodeModel:
     """A DGX/HGX-like server: every GPU linked to one NVSwitch; GPU i uses NIC i mod n_nics.

@@ -6,6 +6,7 @@ Builders (``leaf_spine``) create it; the engine reads only the link table and th
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -115,12 +116,17 @@ class Topology:
         Per-message overhead of messages inside a host.
     params:
         Builder parameters and derived figures (oversubscription ...), for reports and manifests.
+    switch_path_fn:
+        Optional structure-aware enumeration of fewest-hop switch paths (dragonfly); the default
+        searches the switch graph.
     """
 
     def __init__(self, name: str, graph: nx.DiGraph, links: LinkTable,
                  hosts: list[tuple[NodeModel, int, int, list[int]]], nic_ports: dict[int, list[tuple[int, int, int]]],
-                 nic_overhead_s: dict[int, float], intra_overhead_s: float, params: dict):
+                 nic_overhead_s: dict[int, float], intra_overhead_s: float, params: dict,
+                 switch_path_fn: Callable[[int, int], list[Path]] | None = None):
         self.name = name
+        self._switch_path_fn = switch_path_fn
         self.graph = graph
         self.links = links
         self.hosts = hosts
@@ -171,6 +177,8 @@ class Topology:
             return cached
         if a == b:
             paths: list[Path] = [()]
+        elif self._switch_path_fn is not None:
+            paths = sorted(self._switch_path_fn(a, b))
         else:
             paths = []
             g = self._switch_graph
@@ -197,20 +205,25 @@ class Topology:
         elif self.gpu_host[src] == self.gpu_host[dst]:
             paths = [tuple(base_s + k for k in p) for p in m_s.local_paths(ls, dst - (src - ls))]
         else:
-            m_d, _, base_d, nics_d, ld = self._local(dst)
-            r_s, r_d = m_s.gpu_nic[ls], m_d.gpu_nic[ld]
-            ups = [tuple(base_s + k for k in p) for p in m_s.local_paths(ls, m_s.nic_node(r_s))]
-            downs = [tuple(base_d + k for k in p) for p in m_d.local_paths(m_d.nic_node(r_d), ld)]
-            candidates = []
-            for up, sw_a, _ in self.nic_ports[nics_s[r_s]]:
-                for _, sw_b, down in self.nic_ports[nics_d[r_d]]:
-                    for mid in self.switch_paths(sw_a, sw_b):
-                        candidates.append((up, *mid, down))
+            candidates = [(up, *mid, down) for up, sw_a, sw_b, down in self.port_pairs(src, dst)
+                          for mid in self.switch_paths(sw_a, sw_b)]
             shortest = min(len(p) for p in candidates)
-            fabric_paths = sorted(p for p in candidates if len(p) == shortest)
-            paths = [a + f + b for a in ups for f in fabric_paths for b in downs]
+            paths = self.attach(src, dst, sorted(p for p in candidates if len(p) == shortest))
         self._gpu_paths[key] = paths
         return paths
+
+    def port_pairs(self, src: int, dst: int) -> list[tuple[int, int, int, int]]:
+        """``(up_link, src_switch, dst_switch, down_link)`` for every port of ``src``'s and ``dst``'s NICs."""
+        return [(up, sw_a, sw_b, down) for up, sw_a, _ in self.nic_ports[self.nic_of(src)]
+                for _, sw_b, down in self.nic_ports[self.nic_of(dst)]]
+
+    def attach(self, src: int, dst: int, fabric_paths: list[Path]) -> list[Path]:
+        """Extend NIC-to-NIC ``fabric_paths`` with the GPU->NIC and NIC->GPU segments inside the hosts."""
+        m_s, _, base_s, _, ls = self._local(src)
+        m_d, _, base_d, _, ld = self._local(dst)
+        ups = [tuple(base_s + k for k in p) for p in m_s.local_paths(ls, m_s.nic_node(m_s.gpu_nic[ls]))]
+        downs = [tuple(base_d + k for k in p) for p in m_d.local_paths(m_d.nic_node(m_d.gpu_nic[ld]), ld)]
+        return [a + f + b for a in ups for f in fabric_paths for b in downs]
 
     def nic_of(self, gpu: int) -> int:
         """Graph node of the NIC ``gpu`` sends through."""
