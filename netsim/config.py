@@ -344,6 +344,43 @@ def _load_topology_file(name: str, experiment: Path) -> dict:
                       str(experiment))
 
 
+class _TopologyFile(_Spec):
+    topology: TopologySpec
+
+
+def load_topology(path: str | Path) -> LeafSpineSpec | DragonflySpec | FrontierSpec:
+    """The topology spec of a topology file (``topologies/*.yaml``) or of an experiment file.
+
+    Examples
+    --------
+    >>> load_topology("topologies/frontier-mini.yaml").groups  # doctest: +SKIP
+    8
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("file not found", "", str(path))
+    try:
+        root = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"YAML syntax error: {getattr(exc, 'problem', exc)}", "", str(path),
+                          mark.line + 1 if mark else None) from None
+    if isinstance(data, dict) and "topology" in data:  # an experiment file
+        return load_spec(path).topology
+    if not isinstance(data, dict):
+        raise ConfigError("a topology file must hold a mapping with a 'type'", "", str(path), 1)
+    try:
+        return _TopologyFile.model_validate({"topology": data}).topology
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = _clean_loc(err["loc"])[1:]
+        sub = ".".join(str(p) for p in loc)
+        fields = _fields_at(("topology", *loc)) if err["type"] == "extra_forbidden" else None
+        line = _yaml_line(root, loc) if loc else None
+        raise ConfigError(_message(err, fields), sub, str(path), line) from None
+
+
 def load_spec(path: str | Path, overrides: list[str] | None = None) -> ExperimentSpec:
     """Read an experiment YAML file, apply ``--set`` overrides, and validate it.
 

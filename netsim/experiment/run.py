@@ -43,7 +43,11 @@ def spec_hash(spec: ExperimentSpec) -> str:
 
 def build_topology(spec: ExperimentSpec) -> Topology:
     """The fabric described by ``spec.topology``."""
-    t = spec.topology
+    return build_topology_spec(spec.topology)
+
+
+def build_topology_spec(t) -> Topology:
+    """The fabric described by a topology spec (``LeafSpineSpec``, ``DragonflySpec``, ``FrontierSpec``)."""
     if t.type == "frontier":
         return frontier(groups=t.groups, nics_on_switches=t.nics_on_switches, link_bandwidth_Bps=t.link_bandwidth,
                         switch_latency_s=t.switch_latency, cable_latency_s=t.cable_latency,
