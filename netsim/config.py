@@ -46,6 +46,61 @@ class LinkSpec(_Spec):
     overhead: Time = 0.0
 
 
+class NicSpec(_Spec):
+    """A NIC: a built-in profile name, a built-in with overrides, or a full definition.
+
+    ``latency`` is the cable's propagation latency; ``overhead`` the per-message cost (it replaces
+    the profile's per-message latency when given).
+    """
+
+    profile: str | None = None
+    bandwidth: Bandwidth | None = None
+    latency: Time = 0.0
+    overhead: Time | None = None
+    efficiency: Annotated[float, Field(gt=0, le=1)] | None = None
+    transport: Literal["rdma", "tcp"] | None = None
+    family: str | None = None
+    ports: Annotated[int, Field(ge=1, le=8)] | None = None
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, v: str | None) -> str | None:
+        if v is not None:
+            from netsim.topology.nic import nic_profile
+            try:
+                nic_profile(v)
+            except ConfigError as exc:
+                raise ValueError(exc.message) from None  # pydantic then names the full YAML path
+        return v
+
+    def resolve(self):
+        """The NicProfile this spec describes."""
+        from netsim.topology.nic import generic_nic, nic_profile
+        if self.profile is None and self.bandwidth is None:
+            raise ConfigError("give a built-in 'profile' or a 'bandwidth'", "topology.nic")
+        base = nic_profile(self.profile) if self.profile else generic_nic(self.bandwidth)
+        changes = {"port_rate_Bps": self.bandwidth, "latency_s": self.overhead, "efficiency": self.efficiency,
+                   "transport": self.transport, "family": self.family, "ports": self.ports}
+        changes = {k: v for k, v in changes.items() if v is not None}
+        if self.profile and changes:
+            changes["name"] = f"{self.profile}*"
+        return base.with_(**changes)
+
+
+def _nic(value: Any) -> Any:
+    return {"profile": value} if isinstance(value, str) else value
+
+
+Nic = Annotated[NicSpec, BeforeValidator(_nic)]
+
+
+class HostNics(_Spec):
+    """``host_nics: [{hosts: [0, 15], nic: roce-200}]``: other NICs for a range of hosts (inclusive)."""
+
+    hosts: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=2, max_length=2)]
+    nic: Nic
+
+
 class UplinkSpec(LinkSpec):
     """Leaf-to-spine cables: ``count`` parallel cables between every leaf and every spine."""
 
@@ -69,11 +124,12 @@ class LeafSpineSpec(_Spec):
     hosts_per_leaf: Annotated[int, Field(ge=1)]
     gpus_per_host: Annotated[int, Field(ge=1)] = 8
     nics_per_host: Annotated[int, Field(ge=1)] = 8
-    nic: LinkSpec
+    nic: Nic
     uplink: UplinkSpec
     intra_host: LinkSpec
     rail_optimized: bool = False
     nic_overrides: list[NicOverride] = []
+    host_nics: list[HostNics] = []
 
 
 class CableSpec(_Spec):
@@ -110,7 +166,30 @@ class FrontierSpec(_Spec):
     link_bandwidth: Bandwidth = 25e9
 
 
-TopologySpec = Annotated[LeafSpineSpec | DragonflySpec | FrontierSpec, Field(discriminator="type")]
+class ClusterSpec(LeafSpineSpec):
+    """One cluster of a multi-cluster fabric: a named leaf-spine."""
+
+    type: Literal["leaf_spine"] = "leaf_spine"
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_\-]+$")]
+
+
+class EthernetSpec(_Spec):
+    """The inter-cluster Ethernet: per-host TCP NIC and the cluster-to-core cable."""
+
+    nic: Nic = NicSpec(profile="eth-tcp-25")
+    bandwidth: Bandwidth
+    latency: Time = 0.0
+
+
+class MultiClusterSpec(_Spec):
+    """``topology: {type: multi_cluster, clusters: [...], ethernet: {...}}`` (Holmes-style)."""
+
+    type: Literal["multi_cluster"]
+    clusters: Annotated[list[ClusterSpec], Field(min_length=1)]
+    ethernet: EthernetSpec
+
+
+TopologySpec = Annotated[LeafSpineSpec | DragonflySpec | FrontierSpec | MultiClusterSpec, Field(discriminator="type")]
 
 
 class PolicySpec(_Spec):
@@ -214,7 +293,7 @@ def _yaml_line(root: yaml.Node | None, loc: tuple) -> int | None:
 
 def _clean_loc(loc: tuple) -> tuple:
     # pydantic adds validator/union tags ('function-before[...]', 'leaf_spine') to locations.
-    tags = ("leaf_spine", "dragonfly", "frontier", "collective")
+    tags = ("leaf_spine", "dragonfly", "frontier", "multi_cluster", "collective")
     return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in tags)))
 
 
@@ -348,7 +427,7 @@ class _TopologyFile(_Spec):
     topology: TopologySpec
 
 
-def load_topology(path: str | Path) -> LeafSpineSpec | DragonflySpec | FrontierSpec:
+def load_topology(path: str | Path) -> LeafSpineSpec | DragonflySpec | FrontierSpec | MultiClusterSpec:
     """The topology spec of a topology file (``topologies/*.yaml``) or of an experiment file.
 
     Examples

@@ -6,6 +6,7 @@ import itertools
 from collections import defaultdict
 
 from netsim.errors import ConfigError
+from netsim.topology.nic import NicProfile, generic_nic
 from netsim.topology.node import NodeModel, frontier_node, single_gpu_node
 from netsim.topology.topology import Topology, _Builder, compile_links
 
@@ -17,7 +18,7 @@ def dragonfly(*, groups: int, switches_per_group: int, hosts_per_switch: int,
               link_bandwidth_Bps: float, local_latency_s: float = 0.0, global_latency_s: float = 0.0,
               switch_latency_s: float = 0.0, nic_bandwidth_Bps: float | None = None, nic_latency_s: float = 0.0,
               nic_overhead_s: float = 0.0, node: NodeModel | None = None, nics_on_switches: int = 1,
-              intra_overhead_s: float = 0.0) -> Topology:
+              intra_overhead_s: float = 0.0, nic: NicProfile | None = None) -> Topology:
     """Build a dragonfly: all-to-all switches inside each group, global cables between groups.
 
     In Kim et al.'s terms ``p = hosts_per_switch``, ``a = switches_per_group``,
@@ -64,7 +65,7 @@ def dragonfly(*, groups: int, switches_per_group: int, hosts_per_switch: int,
     if a % nics_on_switches or nics_on_switches > node.n_nics:
         raise ConfigError(f"nics_on_switches ({nics_on_switches}) must divide switches_per_group ({a}) and be at "
                           f"most the NICs per host ({node.n_nics})", "topology.nics_on_switches")
-    nic_bw = nic_bandwidth_Bps or link_bandwidth_Bps
+    nic_bw = nic.port_capacity_Bps if nic else (nic_bandwidth_Bps or link_bandwidth_Bps)
 
     b = _Builder()
     sw = [[b.node(f"g{gi}.s{si}", "switch", group=gi, index=si) for si in range(a)] for gi in range(g)]
@@ -85,7 +86,8 @@ def dragonfly(*, groups: int, switches_per_group: int, hosts_per_switch: int,
             cables[gi, gj].append((u, fwd, v))
             cables[gj, gi].append((v, back, u))
 
-    hosts, nic_ports, nic_overhead = [], {}, {}
+    hosts, nic_ports, nic_profiles = [], {}, {}
+    profile = nic or generic_nic(nic_bw, nic_overhead_s)
     k = nics_on_switches
     for gi in range(g):
         for lh in range(a * p):
@@ -94,9 +96,10 @@ def dragonfly(*, groups: int, switches_per_group: int, hosts_per_switch: int,
             block, pos = divmod(lh, p * k)
             for r, nic in enumerate(nics):
                 s_idx = block * k + r % k if k > 1 else lh // p
-                up, down = b.duplex(nic, sw[gi][s_idx], nic_bw, nic_latency_s + switch_latency_s, "nic_up", "nic_down")
+                up, down = b.duplex(nic, sw[gi][s_idx], profile.port_capacity_Bps, nic_latency_s + switch_latency_s,
+                                    "nic_up", "nic_down")
                 nic_ports[nic] = [(up, sw[gi][s_idx], down)]
-                nic_overhead[nic] = nic_overhead_s
+                nic_profiles[nic] = profile
             hosts.append((node, h * node.n_gpus, base, nics))
 
     group_of = {s: gi for gi in range(g) for s in sw[gi]}
@@ -127,7 +130,7 @@ def dragonfly(*, groups: int, switches_per_group: int, hosts_per_switch: int,
         "global_to_injection": per_pair * (g - 1) * link_bandwidth_Bps / (a * p * node.n_nics * nic_bw),
     }
     topo = Topology(f"dragonfly(g={g}, a={a}, p={p}, {per_pair} cables/group pair)", b.graph, compile_links(b.links),
-                    hosts, nic_ports, nic_overhead, intra_overhead_s, params, switch_path_fn=minimal)
+                    hosts, nic_ports, nic_profiles, intra_overhead_s, params, switch_path_fn=minimal)
     topo.switch_group = group_of
     topo.group_switches = sw
     topo.group_cables = cables
@@ -157,4 +160,5 @@ def frontier(*, groups: int = 74, nics_on_switches: int = 4, link_bandwidth_Bps:
     return dragonfly(groups=groups, switches_per_group=32, hosts_per_switch=4, link_bandwidth_Bps=link_bandwidth_Bps,
                      global_links_between_groups=global_links_between_groups, local_latency_s=cable_latency_s,
                      global_latency_s=cable_latency_s, switch_latency_s=switch_latency_s, nic_overhead_s=nic_overhead_s,
-                     node=frontier_node(if_latency_s=if_latency_s), nics_on_switches=nics_on_switches)
+                     node=frontier_node(if_latency_s=if_latency_s), nics_on_switches=nics_on_switches,
+                     nic=NicProfile("slingshot-200", link_bandwidth_Bps, nic_overhead_s, 1.0, "rdma", "slingshot"))

@@ -1,19 +1,101 @@
-"""Builder of two-tier leaf-spine (folded Clos) fabrics with multi-GPU, multi-NIC hosts."""
+"""Builders of two-tier leaf-spine (folded Clos) fabrics with multi-GPU, multi-NIC hosts."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from netsim.errors import ConfigError
-from netsim.topology.node import nvswitch_node
+from netsim.topology.nic import NicProfile, generic_nic
+from netsim.topology.node import NodeModel, nvswitch_node
 from netsim.topology.topology import Topology, _Builder, compile_links
 
 
+@dataclass
+class _Fabric:
+    """What one leaf-spine contributed to a builder (several make a multi-cluster fabric)."""
+
+    hosts: list = field(default_factory=list)
+    nic_ports: dict = field(default_factory=dict)
+    nic_profile: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if int(value) != value or value < 1:
+            raise ConfigError(f"must be a positive integer, got {value!r}", f"topology.{name}")
+
+
+def _add_leaf_spine(b: _Builder, *, prefix: str, first_host: int, first_gpu: int, leaves: int, spines: int,
+                    hosts_per_leaf: int, gpus_per_host: int, nics_per_host: int, nic: NicProfile,
+                    nic_latency_s: float, uplink_bandwidth_Bps: float, uplink_latency_s: float, uplinks_per_spine: int,
+                    intra_bandwidth_Bps: float, intra_latency_s: float, rail_optimized: bool,
+                    host_nics: Mapping[int, NicProfile], nic_bandwidth_overrides: Mapping[tuple[int, int], float],
+                    extra_nics: int = 0) -> _Fabric:
+    """Add one leaf-spine (its switches, hosts and cables) to ``b``; hosts numbered from ``first_host``."""
+    _check_positive(leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf, gpus_per_host=gpus_per_host,
+                    nics_per_host=nics_per_host, uplinks_per_spine=uplinks_per_spine)
+    if rail_optimized and leaves % nics_per_host:
+        raise ConfigError(f"rail-optimised wiring needs leaves ({leaves}) to be a multiple of "
+                          f"nics_per_host ({nics_per_host})", "topology.rail_optimized")
+    n_hosts = leaves * hosts_per_leaf
+    for host, r in nic_bandwidth_overrides:
+        if not (0 <= host < n_hosts and 0 <= r < nics_per_host):
+            raise ConfigError(f"NIC override ({host}, {r}) is outside the fabric: hosts 0..{n_hosts - 1}, "
+                              f"NICs 0..{nics_per_host - 1}", "topology.nic_overrides")
+    for host in host_nics:
+        if not 0 <= host < n_hosts:
+            raise ConfigError(f"host {host} is outside the fabric (hosts 0..{n_hosts - 1})", "topology.host_nics")
+    max_ports = max([nic.ports, *(p.ports for p in host_nics.values())])
+    if max_ports > 1 and (leaves % max_ports or rail_optimized):
+        raise ConfigError(f"{max_ports}-port NICs go to {max_ports} different leaves: leaves ({leaves}) must be a "
+                          "multiple of the port count, without rail-optimised wiring", "topology.nic")
+
+    leaf_nodes = [b.node(f"{prefix}leaf{i}", "leaf", index=i) for i in range(leaves)]
+    spine_nodes = [b.node(f"{prefix}spine{j}", "spine", index=j) for j in range(spines)]
+    for leaf in leaf_nodes:
+        for spine in spine_nodes:
+            for _ in range(uplinks_per_spine):
+                b.duplex(leaf, spine, uplink_bandwidth_Bps, uplink_latency_s, "up", "down")
+
+    model: NodeModel = nvswitch_node(gpus_per_host, nics_per_host, intra_bandwidth_Bps, intra_latency_s,
+                                     extra_nics=extra_nics)
+    out = _Fabric()
+    hosts_per_group = hosts_per_leaf * nics_per_host
+    for h in range(n_hosts):
+        profile = host_nics.get(h, nic)
+        _gpus, nics, base = b.host(first_host + h, model, prefix=prefix)
+        for r, node in enumerate(nics[:nics_per_host]):
+            home = (h // hosts_per_group) * nics_per_host + r if rail_optimized else h // hosts_per_leaf
+            cap = nic_bandwidth_overrides.get((h, r), profile.port_capacity_Bps)
+            ports = []
+            for k in range(profile.ports):  # port k of a multi-port NIC goes to the k-th leaf of its leaf set
+                leaf = (home // profile.ports) * profile.ports + (home % profile.ports + k) % profile.ports
+                up, down = b.duplex(node, leaf_nodes[leaf], cap, nic_latency_s, "nic_up", "nic_down")
+                ports.append((up, leaf_nodes[leaf], down))
+            out.nic_ports[node] = ports
+            out.nic_profile[node] = profile
+        out.hosts.append((model, first_gpu + h * gpus_per_host, base, nics))
+
+    leaf_down_Bps = hosts_per_leaf * nics_per_host * nic.ports * nic.port_capacity_Bps
+    leaf_up_Bps = spines * uplinks_per_spine * uplink_bandwidth_Bps
+    out.params = {
+        "type": "leaf_spine", "leaves": leaves, "spines": spines, "hosts_per_leaf": hosts_per_leaf,
+        "gpus_per_host": gpus_per_host, "nics_per_host": nics_per_host, "uplinks_per_spine": uplinks_per_spine,
+        "rail_optimized": rail_optimized, "nic": nic.name, "nic_bandwidth_Bps": nic.port_capacity_Bps,
+        "nic_ports": nic.ports, "uplink_bandwidth_Bps": uplink_bandwidth_Bps,
+        "intra_bandwidth_Bps": intra_bandwidth_Bps, "oversubscription": leaf_down_Bps / leaf_up_Bps,
+    }
+    return out
+
+
 def leaf_spine(*, leaves: int, spines: int, hosts_per_leaf: int, gpus_per_host: int, nics_per_host: int,
-               nic_bandwidth_Bps: float, nic_latency_s: float = 0.0, nic_overhead_s: float = 0.0,
+               nic_bandwidth_Bps: float | None = None, nic_latency_s: float = 0.0, nic_overhead_s: float = 0.0,
                uplink_bandwidth_Bps: float, uplink_latency_s: float = 0.0, uplinks_per_spine: int = 1,
                intra_bandwidth_Bps: float, intra_latency_s: float = 0.0, intra_overhead_s: float = 0.0,
-               rail_optimized: bool = False,
+               rail_optimized: bool = False, nic: NicProfile | None = None,
+               host_nics: Mapping[int, NicProfile] | None = None,
                nic_bandwidth_overrides: Mapping[tuple[int, int], float] | None = None) -> Topology:
     """Build a leaf-spine fabric.
 
@@ -24,9 +106,13 @@ def leaf_spine(*, leaves: int, spines: int, hosts_per_leaf: int, gpus_per_host: 
 
     Wiring: by default all NICs of a host go to the host's leaf (``host // hosts_per_leaf``).
     With ``rail_optimized=True`` leaves form rail groups of ``nics_per_host`` leaves; NIC ``r`` of
-    every host in group ``k`` goes to leaf ``k * nics_per_host + r`` (each leaf then serves
-    ``hosts_per_leaf * nics_per_host`` hosts on one rail, with the same port count).
+    every host in group ``k`` goes to leaf ``k * nics_per_host + r``. A NIC with P ports
+    (bonded dual-ToR, ``NicProfile.ports``) sends port k to leaf ``(L // P) * P + (L + k) % P`` of
+    its home leaf L, i.e. to the P leaves of its leaf set.
 
+    NICs: ``nic`` is the default profile (else a generic RDMA NIC of ``nic_bandwidth_Bps`` with
+    per-message overhead ``nic_overhead_s``); ``host_nics`` gives other hosts other profiles (mixed
+    NICs in one fabric). A NIC link's capacity is its profile's line rate x efficiency.
     Oversubscription follows from the numbers: NIC bandwidth into a leaf over its uplink bandwidth.
 
     Parameters
@@ -41,53 +127,18 @@ def leaf_spine(*, leaves: int, spines: int, hosts_per_leaf: int, gpus_per_host: 
     >>> topo.n_gpus, len(topo.paths(0, 7))
     (8, 2)
     """
-    for name, value in (("leaves", leaves), ("spines", spines), ("hosts_per_leaf", hosts_per_leaf),
-                        ("gpus_per_host", gpus_per_host), ("nics_per_host", nics_per_host),
-                        ("uplinks_per_spine", uplinks_per_spine)):
-        if int(value) != value or value < 1:
-            raise ConfigError(f"must be a positive integer, got {value!r}", f"topology.{name}")
-    if rail_optimized and leaves % nics_per_host:
-        raise ConfigError(f"rail-optimised wiring needs leaves ({leaves}) to be a multiple of "
-                          f"nics_per_host ({nics_per_host})", "topology.rail_optimized")
-    overrides = dict(nic_bandwidth_overrides or {})
-    n_hosts = leaves * hosts_per_leaf
-    for host, nic in overrides:
-        if not (0 <= host < n_hosts and 0 <= nic < nics_per_host):
-            raise ConfigError(f"NIC override ({host}, {nic}) is outside the fabric: hosts 0..{n_hosts - 1}, "
-                              f"NICs 0..{nics_per_host - 1}", "topology.nic_overrides")
-
+    if nic is None:
+        if nic_bandwidth_Bps is None:
+            raise ConfigError("give a NIC profile or a NIC bandwidth", "topology.nic")
+        nic = generic_nic(nic_bandwidth_Bps, nic_overhead_s)
     b = _Builder()
-    leaf_nodes = [b.node(f"leaf{i}", "leaf", index=i) for i in range(leaves)]
-    spine_nodes = [b.node(f"spine{j}", "spine", index=j) for j in range(spines)]
-    for leaf in leaf_nodes:
-        for spine in spine_nodes:
-            for _ in range(uplinks_per_spine):
-                b.duplex(leaf, spine, uplink_bandwidth_Bps, uplink_latency_s, "up", "down")
-
-    model = nvswitch_node(gpus_per_host, nics_per_host, intra_bandwidth_Bps, intra_latency_s)
-    hosts = []
-    nic_ports: dict[int, list[tuple[int, int, int]]] = {}
-    nic_overhead: dict[int, float] = {}
-    hosts_per_group = hosts_per_leaf * nics_per_host
-    for h in range(n_hosts):
-        first_gpu = h * gpus_per_host
-        _gpus, nics, base = b.host(h, model)
-        for r, nic in enumerate(nics):
-            leaf_idx = (h // hosts_per_group) * nics_per_host + r if rail_optimized else h // hosts_per_leaf
-            bw = overrides.get((h, r), nic_bandwidth_Bps)
-            up, down = b.duplex(nic, leaf_nodes[leaf_idx], bw, nic_latency_s, "nic_up", "nic_down")
-            nic_ports[nic] = [(up, leaf_nodes[leaf_idx], down)]
-            nic_overhead[nic] = nic_overhead_s
-        hosts.append((model, first_gpu, base, nics))
-
-    leaf_down_Bps = hosts_per_leaf * nics_per_host * nic_bandwidth_Bps
-    leaf_up_Bps = spines * uplinks_per_spine * uplink_bandwidth_Bps
-    params = {
-        "type": "leaf_spine", "leaves": leaves, "spines": spines, "hosts_per_leaf": hosts_per_leaf,
-        "gpus_per_host": gpus_per_host, "nics_per_host": nics_per_host, "uplinks_per_spine": uplinks_per_spine,
-        "rail_optimized": rail_optimized, "nic_bandwidth_Bps": nic_bandwidth_Bps,
-        "uplink_bandwidth_Bps": uplink_bandwidth_Bps, "intra_bandwidth_Bps": intra_bandwidth_Bps,
-        "oversubscription": leaf_down_Bps / leaf_up_Bps,
-    }
+    fab = _add_leaf_spine(b, prefix="", first_host=0, first_gpu=0, leaves=leaves, spines=spines,
+                          hosts_per_leaf=hosts_per_leaf, gpus_per_host=gpus_per_host, nics_per_host=nics_per_host,
+                          nic=nic, nic_latency_s=nic_latency_s, uplink_bandwidth_Bps=uplink_bandwidth_Bps,
+                          uplink_latency_s=uplink_latency_s, uplinks_per_spine=uplinks_per_spine,
+                          intra_bandwidth_Bps=intra_bandwidth_Bps, intra_latency_s=intra_latency_s,
+                          rail_optimized=rail_optimized, host_nics=dict(host_nics or {}),
+                          nic_bandwidth_overrides=dict(nic_bandwidth_overrides or {}))
+    n_hosts = leaves * hosts_per_leaf
     return Topology(f"leaf_spine({leaves}x{spines}, {n_hosts} hosts x {gpus_per_host} GPUs)", b.graph,
-                    compile_links(b.links), hosts, nic_ports, nic_overhead, intra_overhead_s, params)
+                    compile_links(b.links), fab.hosts, fab.nic_ports, fab.nic_profile, intra_overhead_s, fab.params)

@@ -96,11 +96,13 @@ def single_gpu_node() -> NodeModel:
 
 
 def nvswitch_node(n_gpus: int, n_nics: int, bandwidth_Bps: float, latency_s: float = 0.0,
-                  pcie_Bps: float | None = None, pcie_latency_s: float = 0.0) -> NodeModel:
+                  pcie_Bps: float | None = None, pcie_latency_s: float = 0.0, extra_nics: int = 0) -> NodeModel:
     """A DGX/HGX-like server: every GPU linked to one NVSwitch; GPU i uses NIC i mod n_nics.
 
     ``bandwidth_Bps`` is each GPU's NVLink bandwidth per direction. With ``pcie_Bps`` each GPU also
     gets a link of that speed to its NIC; without, the NIC attachment is not modelled.
+    ``extra_nics`` NICs (numbered after the others) carry no GPU's default traffic: a host's
+    front-end Ethernet NIC, used for TCP between NIC families.
 
     Examples
     --------
@@ -108,11 +110,12 @@ def nvswitch_node(n_gpus: int, n_nics: int, bandwidth_Bps: float, latency_s: flo
     >>> m.local_paths(0, 3), m.local_paths(0, m.nic_node(0))
     ([(0, 7)], [()])
     """
-    sw = n_gpus + n_nics
+    sw = n_gpus + n_nics + extra_nics
     edges = [(g, sw, bandwidth_Bps, latency_s, "intra") for g in range(n_gpus)]
     if pcie_Bps is not None:
         edges += [(g, n_gpus + g % n_nics, pcie_Bps, pcie_latency_s, "pcie") for g in range(n_gpus)]
-    return NodeModel(f"nvswitch-{n_gpus}g{n_nics}n", n_gpus, n_nics, tuple(edges),
+    suffix = f"+{extra_nics}eth" if extra_nics else ""
+    return NodeModel(f"nvswitch-{n_gpus}g{n_nics}n{suffix}", n_gpus, n_nics + extra_nics, tuple(edges),
                      tuple(g % n_nics for g in range(n_gpus)), n_switches=1)
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
+from netsim.errors import NetsimError
+from netsim.topology.nic import NicProfile, same_fabric
 from netsim.topology.node import NodeModel
 
 #: Link kinds, stored as small integer codes in :attr:`LinkTable.kind`.
@@ -69,15 +71,15 @@ class _Builder:
         """Add a full-duplex cable as two directed links; returns (u->v, v->u)."""
         return (self.link(u, v, capacity_Bps, latency_s, up), self.link(v, u, capacity_Bps, latency_s, down))
 
-    def host(self, h: int, model: NodeModel) -> tuple[list[int], list[int], int]:
+    def host(self, h: int, model: NodeModel, prefix: str = "") -> tuple[list[int], list[int], int]:
         """Stamp one host of ``model``: returns (GPU nodes, NIC nodes, id of its first local link).
 
         CORRECTNESS: the host's local links are added contiguously and in the model's order, so
         local link ``k`` is global link ``base + k``.
         """
-        gpus = [self.node(f"h{h}.gpu{i}", "gpu", host=h, local=i) for i in range(model.n_gpus)]
-        nics = [self.node(f"h{h}.nic{r}", "nic", host=h, rail=r) for r in range(model.n_nics)]
-        switches = [self.node(f"h{h}.nvs{k}" if k else f"h{h}.nvs", "host_switch", host=h)
+        gpus = [self.node(f"{prefix}h{h}.gpu{i}", "gpu", host=h, local=i) for i in range(model.n_gpus)]
+        nics = [self.node(f"{prefix}h{h}.nic{r}", "nic", host=h, rail=r) for r in range(model.n_nics)]
+        switches = [self.node(f"{prefix}h{h}.nvs{k}" if k else f"{prefix}h{h}.nvs", "host_switch", host=h)
                     for k in range(model.n_switches)]
         local = gpus + nics + switches
         base = len(self.links)
@@ -110,8 +112,8 @@ class Topology:
         Per host: ``(model, first GPU id, first local link id, NIC node ids)``.
     nic_ports:
         For each NIC node id, a list of ``(up_link, switch_node, down_link)`` ports.
-    nic_overhead_s:
-        Per-message overhead of messages leaving through each NIC node.
+    nic_profile:
+        The :class:`NicProfile` of each NIC node (its per-message latency is the message overhead).
     intra_overhead_s:
         Per-message overhead of messages inside a host.
     params:
@@ -119,12 +121,16 @@ class Topology:
     switch_path_fn:
         Optional structure-aware enumeration of fewest-hop switch paths (dragonfly); the default
         searches the switch graph.
+    tcp_nic:
+        Per host, the local index of its front-end Ethernet NIC, if it has one. Transport rule: GPUs
+        whose NICs cannot form an RDMA connection (different families, see
+        :func:`netsim.topology.nic.same_fabric`) talk TCP through these NICs.
     """
 
     def __init__(self, name: str, graph: nx.DiGraph, links: LinkTable,
                  hosts: list[tuple[NodeModel, int, int, list[int]]], nic_ports: dict[int, list[tuple[int, int, int]]],
-                 nic_overhead_s: dict[int, float], intra_overhead_s: float, params: dict,
-                 switch_path_fn: Callable[[int, int], list[Path]] | None = None):
+                 nic_profile: dict[int, NicProfile], intra_overhead_s: float, params: dict,
+                 switch_path_fn: Callable[[int, int], list[Path]] | None = None, tcp_nic: dict[int, int] | None = None):
         self.name = name
         self._switch_path_fn = switch_path_fn
         self.graph = graph
@@ -135,7 +141,8 @@ class Topology:
         self.gpu_nic = np.array([nics[m.gpu_nic[i]] for m, _g, _l, nics in hosts for i in range(m.n_gpus)],
                                 dtype=np.int64)
         self.nic_ports = nic_ports
-        self.nic_overhead_s = nic_overhead_s
+        self.nic_profile = nic_profile
+        self.tcp_nic = tcp_nic or {}
         self.intra_overhead_s = intra_overhead_s
         self.params = params
         switches = [n for n, k in graph.nodes(data="kind") if k in SWITCH_KINDS]
@@ -205,24 +212,56 @@ class Topology:
         elif self.gpu_host[src] == self.gpu_host[dst]:
             paths = [tuple(base_s + k for k in p) for p in m_s.local_paths(ls, dst - (src - ls))]
         else:
-            candidates = [(up, *mid, down) for up, sw_a, sw_b, down in self.port_pairs(src, dst)
+            r_s, r_d = self._nics_for(src, dst)
+            candidates = [(up, *mid, down) for up, sw_a, sw_b, down in self.port_pairs(src, dst, r_s, r_d)
                           for mid in self.switch_paths(sw_a, sw_b)]
+            if not candidates:
+                raise NetsimError(f"no path between GPU {src} and GPU {dst} (their NICs share no network)")
             shortest = min(len(p) for p in candidates)
-            paths = self.attach(src, dst, sorted(p for p in candidates if len(p) == shortest))
+            paths = self.attach(src, dst, sorted(p for p in candidates if len(p) == shortest), r_s, r_d)
         self._gpu_paths[key] = paths
         return paths
 
-    def port_pairs(self, src: int, dst: int) -> list[tuple[int, int, int, int]]:
-        """``(up_link, src_switch, dst_switch, down_link)`` for every port of ``src``'s and ``dst``'s NICs."""
-        return [(up, sw_a, sw_b, down) for up, sw_a, _ in self.nic_ports[self.nic_of(src)]
-                for _, sw_b, down in self.nic_ports[self.nic_of(dst)]]
+    def _nics_for(self, src: int, dst: int) -> tuple[int, int]:
+        """Local NIC indices a message from ``src`` to ``dst`` uses (the transport rule)."""
+        m_s, _, _, nics_s, ls = self._local(src)
+        m_d, _, _, nics_d, ld = self._local(dst)
+        r_s, r_d = m_s.gpu_nic[ls], m_d.gpu_nic[ld]
+        if same_fabric(self.nic_profile[nics_s[r_s]], self.nic_profile[nics_d[r_d]]):
+            return r_s, r_d
+        h_s, h_d = int(self.gpu_host[src]), int(self.gpu_host[dst])
+        if h_s not in self.tcp_nic or h_d not in self.tcp_nic:
+            raise NetsimError(f"GPUs {src} and {dst} have NICs of different families "
+                              f"({self.nic_profile[nics_s[r_s]].name}, {self.nic_profile[nics_d[r_d]].name}) "
+                              "and no Ethernet NIC to fall back to TCP")
+        return self.tcp_nic[h_s], self.tcp_nic[h_d]
 
-    def attach(self, src: int, dst: int, fabric_paths: list[Path]) -> list[Path]:
+    def transport(self, src: int, dst: int) -> NicProfile | None:
+        """The NIC profile whose transport carries ``src`` -> ``dst`` (``None`` inside a host)."""
+        if self.gpu_host[src] == self.gpu_host[dst]:
+            return None
+        r_s, _ = self._nics_for(src, dst)
+        return self.nic_profile[self.hosts[int(self.gpu_host[src])][3][r_s]]
+
+    def port_pairs(self, src: int, dst: int, r_s: int | None = None,
+                   r_d: int | None = None) -> list[tuple[int, int, int, int]]:
+        """``(up_link, src_switch, dst_switch, down_link)`` for every port pair of the NICs in use."""
+        if r_s is None or r_d is None:
+            r_s, r_d = self._nics_for(src, dst)
+        nic_s = self.hosts[int(self.gpu_host[src])][3][r_s]
+        nic_d = self.hosts[int(self.gpu_host[dst])][3][r_d]
+        return [(up, sw_a, sw_b, down) for up, sw_a, _ in self.nic_ports[nic_s]
+                for _, sw_b, down in self.nic_ports[nic_d]]
+
+    def attach(self, src: int, dst: int, fabric_paths: list[Path], r_s: int | None = None,
+               r_d: int | None = None) -> list[Path]:
         """Extend NIC-to-NIC ``fabric_paths`` with the GPU->NIC and NIC->GPU segments inside the hosts."""
+        if r_s is None or r_d is None:
+            r_s, r_d = self._nics_for(src, dst)
         m_s, _, base_s, _, ls = self._local(src)
         m_d, _, base_d, _, ld = self._local(dst)
-        ups = [tuple(base_s + k for k in p) for p in m_s.local_paths(ls, m_s.nic_node(m_s.gpu_nic[ls]))]
-        downs = [tuple(base_d + k for k in p) for p in m_d.local_paths(m_d.nic_node(m_d.gpu_nic[ld]), ld)]
+        ups = [tuple(base_s + k for k in p) for p in m_s.local_paths(ls, m_s.nic_node(r_s))]
+        downs = [tuple(base_d + k for k in p) for p in m_d.local_paths(m_d.nic_node(r_d), ld)]
         return [a + f + b for a in ups for f in fabric_paths for b in downs]
 
     def nic_of(self, gpu: int) -> int:
@@ -235,9 +274,8 @@ class Topology:
 
     def message_overhead_s(self, src: int, dst: int) -> float:
         """Per-message overhead of a message from GPU ``src`` to GPU ``dst``."""
-        if self.gpu_host[src] == self.gpu_host[dst]:
-            return self.intra_overhead_s
-        return self.nic_overhead_s[int(self.gpu_nic[src])]
+        profile = self.transport(src, dst)
+        return self.intra_overhead_s if profile is None else profile.latency_s
 
     def describe(self) -> dict:
         """Builder parameters plus counts, JSON-friendly (for manifests and summaries)."""
