@@ -152,6 +152,7 @@ class DragonflySpec(_Spec):
     global_link: CableSpec | None = None
     switch_latency: Time = 0.0
     nic: LinkSpec | None = None
+    arrangement: Literal["palmtree", "round_robin"] = "palmtree"
 
 
 class FrontierSpec(_Spec):

@@ -78,8 +78,18 @@ def test_adversarial_shift_collapses_minimal_to_one_over_a_p(dragonfly_tiny):
 
 @pytest.mark.parametrize("policy", ["valiant", "ugal", "adaptive"])
 def test_non_minimal_policies_escape_the_adversarial_shift(dragonfly_tiny, policy):
+    # The fluid optimum of per-packet Valiant here is 7/16 = 0.4375 (every global cable carries
+    # first- and second-hop traffic); per-connection choices lose some to collisions: ~0.3 with
+    # 16 connections per host, 0.38 with 128.
     minimal = _saturation(dragonfly_tiny, "shift", "minimal")
-    assert _saturation(dragonfly_tiny, "shift", policy) >= 1.6 * minimal
+    assert 2.0 * minimal <= _saturation(dragonfly_tiny, "shift", policy) <= 7 / 16 + 1e-9
+
+
+def test_palmtree_arrangement_spares_valiant_the_local_hop():
+    kw = dict(groups=9, switches_per_group=4, hosts_per_switch=2, global_links_per_switch=2, link_bandwidth_Bps=B)
+    palm = _saturation(dragonfly(**kw, arrangement="palmtree"), "shift", "valiant")
+    rr = _saturation(dragonfly(**kw, arrangement="round_robin"), "shift", "valiant")
+    assert palm > 1.2 * rr
 
 
 def test_ugal_stays_minimal_on_an_idle_network(dragonfly_tiny):

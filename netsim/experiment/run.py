@@ -60,7 +60,8 @@ def build_topology_spec(t) -> Topology:
                          global_links_per_switch=t.global_links_per_switch,
                          global_links_between_groups=t.global_links_between_groups, link_bandwidth_Bps=t.link.bandwidth,
                          local_latency_s=t.link.latency, global_latency_s=glob.latency, switch_latency_s=t.switch_latency,
-                         nic_bandwidth_Bps=nic.bandwidth, nic_latency_s=nic.latency, nic_overhead_s=nic.overhead)
+                         nic_bandwidth_Bps=nic.bandwidth, nic_latency_s=nic.latency, nic_overhead_s=nic.overhead,
+                         arrangement=t.arrangement)
     if t.type == "multi_cluster":
         return multi_cluster([{"name": c.name, **_leaf_spine_args(c)} for c in t.clusters],
                              interconnect_Bps=t.ethernet.bandwidth, interconnect_latency_s=t.ethernet.latency,

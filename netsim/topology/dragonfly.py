@@ -18,7 +18,8 @@ def dragonfly(*, groups: int, switches_per_group: int, hosts_per_switch: int,
               link_bandwidth_Bps: float, local_latency_s: float = 0.0, global_latency_s: float = 0.0,
               switch_latency_s: float = 0.0, nic_bandwidth_Bps: float | None = None, nic_latency_s: float = 0.0,
               nic_overhead_s: float = 0.0, node: NodeModel | None = None, nics_on_switches: int = 1,
-              intra_overhead_s: float = 0.0, nic: NicProfile | None = None) -> Topology:
+              intra_overhead_s: float = 0.0, nic: NicProfile | None = None,
+              arrangement: str = "palmtree") -> Topology:
     """Build a dragonfly: all-to-all switches inside each group, global cables between groups.
 
     In Kim et al.'s terms ``p = hosts_per_switch``, ``a = switches_per_group``,
@@ -27,10 +28,19 @@ def dragonfly(*, groups: int, switches_per_group: int, hosts_per_switch: int,
     ``global_links_between_groups`` directly. Fewer cables than ``a*h`` per group is a tapered
     network and is allowed.
 
-    Arrangement of global cables (round-robin): each group takes its cables in order of the
-    partner group's index and deals them to its switches 0, 1, ..., a-1, 0, ... So every switch
-    carries the same number of global cables (within one), and in the balanced case
-    (``g = a*h + 1``, one cable per pair) exactly ``h``.
+    Arrangement of global cables (``arrangement``):
+
+    - ``palmtree`` (default; Camarero, Vallejo, Beivide 2014): group i orders its cables by the
+      partner's offset ``d = (j - i) mod g`` (1..g-1, k cables each) and gives each switch a
+      contiguous run of them: slot ``(d-1)*k + c`` goes to switch ``slot // ceil(k(g-1)/a)``.
+      Traffic entering a group from offset d and leaving to offset d+1 (the group-shift pattern
+      under Valiant) then mostly needs no local hop.
+    - ``round_robin``: each group deals its cables, in order of the partner's index, to switches
+      0, 1, ..., a-1, 0, ... (consecutive partners on consecutive switches: the shift pattern makes
+      every Valiant flow take a local hop in its intermediate group).
+
+    Either way every switch carries the same number of global cables (within one), and in the
+    balanced case (``g = a*h + 1``, one cable per pair) exactly ``h``.
 
     Hosts: ``a*p`` per group. Each host is a ``node`` (default: one GPU, one NIC). With
     ``nics_on_switches = k > 1`` a host's NICs are spread over ``k`` consecutive switches (NIC r on
@@ -76,12 +86,22 @@ def dragonfly(*, groups: int, switches_per_group: int, hosts_per_switch: int,
             local_link[u, v], local_link[v, u] = b.duplex(u, v, link_bandwidth_Bps, local_latency_s + switch_latency_s,
                                                           "local", "local")
     cables: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)  # (gA, gB) -> (swA, link, swB)
+    if arrangement not in ("palmtree", "round_robin"):
+        raise ConfigError(f"arrangement must be 'palmtree' or 'round_robin', got {arrangement!r}",
+                          "topology.arrangement")
+    per_switch = -(-per_pair * (g - 1) // a)
     dealt = [0] * g
+
+    def switch_for(gi: int, gj: int, c: int) -> int:
+        if arrangement == "palmtree":
+            return (((gj - gi) % g - 1) * per_pair + c) // per_switch
+        idx = dealt[gi]
+        dealt[gi] += 1
+        return idx % a
+
     for gi, gj in itertools.combinations(range(g), 2):
-        for _ in range(per_pair):
-            u, v = sw[gi][dealt[gi] % a], sw[gj][dealt[gj] % a]
-            dealt[gi] += 1
-            dealt[gj] += 1
+        for c in range(per_pair):
+            u, v = sw[gi][switch_for(gi, gj, c)], sw[gj][switch_for(gj, gi, c)]
             fwd, back = b.duplex(u, v, link_bandwidth_Bps, global_latency_s + switch_latency_s, "global", "global")
             cables[gi, gj].append((u, fwd, v))
             cables[gj, gi].append((v, back, u))
@@ -125,7 +145,7 @@ def dragonfly(*, groups: int, switches_per_group: int, hosts_per_switch: int,
         "global_links_between_groups": per_pair, "global_cables": per_pair * g * (g - 1) // 2,
         "global_links_per_switch": h_eff, "radix": nic_ports_per_switch + a - 1 + int(-(-per_pair * (g - 1) // a)),
         "link_bandwidth_Bps": link_bandwidth_Bps, "nic_bandwidth_Bps": nic_bw, "node": node.name,
-        "nics_on_switches": k, "switches": len(switch_nodes),
+        "nics_on_switches": k, "switches": len(switch_nodes), "arrangement": arrangement,
         # global bandwidth out of a group over the injection bandwidth of its hosts (1 = untapered)
         "global_to_injection": per_pair * (g - 1) * link_bandwidth_Bps / (a * p * node.n_nics * nic_bw),
     }
