@@ -72,6 +72,54 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
     _out().print(f"results: {target}" + (f"  report: {target / 'report.html'}" if report else ""), highlight=False)
 
 
+@app.command("topo")
+def topo_(file: Annotated[Path, typer.Argument(help="Topology file (topologies/*.yaml) or experiment file.")],
+          draw: Annotated[Optional[Path], typer.Option("--draw", help="Also write a drawing of the fabric: a "
+                                                       "self-contained HTML file.")] = None) -> None:
+    """Describe a fabric: counts, injection and bisection bandwidth, diameter, path diversity."""
+    from netsim.config import load_topology
+    from netsim.experiment.run import build_topology_spec
+    from netsim.topology.metrics import format_summary, summary
+    if draw is not None and not draw.parent.is_dir():
+        _fail(NetsimError(f"--draw {draw}: directory {draw.parent} does not exist"))
+    try:
+        topology = build_topology_spec(load_topology(file))
+    except ConfigError as exc:
+        _fail(_locate_topology(exc, file))
+    except NetsimError as exc:
+        _fail(exc)
+    figure = None
+    if draw is not None:
+        from netsim.report.topology_drawing import topology_figure
+        try:  # refuse a fabric too large to draw before anything is printed
+            figure = topology_figure(topology)
+        except NetsimError as exc:
+            _fail(NetsimError(f"{file}: {exc}"))
+    typer.echo(format_summary(summary(topology)))
+    if figure is not None:
+        from netsim.report.topology_drawing import write_figure
+        try:
+            write_figure(figure, draw)
+        except OSError as exc:
+            _fail(NetsimError(f"cannot write {draw}: {exc.strerror or exc}"))
+        typer.echo(f"drawing: {draw}")
+
+
+def _locate_topology(exc: ConfigError, file: Path) -> ConfigError:
+    """``exc`` with its file and line; a topology file holds the keys of ``topology:`` at its top level."""
+    from netsim.config import locate
+    if exc.file:
+        return exc
+    try:
+        is_experiment = any(line.startswith("topology:") for line in file.read_text().splitlines())
+    except (OSError, UnicodeDecodeError):
+        is_experiment = True
+    if is_experiment or not exc.path.startswith("topology."):
+        return locate(exc, file)
+    path = exc.path.removeprefix("topology.")
+    return ConfigError(exc.message, path, str(file), locate(ConfigError(exc.message, path), file).line)
+
+
 def _print_summary(runs, name: str) -> None:
     table = Table(title=f"netsim: {name}", show_lines=False)
     for col in ("run", "routing", "placement", "collective", "size", "ranks", "time", "algbw", "busbw",
