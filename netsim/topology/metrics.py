@@ -35,9 +35,12 @@ def summary(topo: Topology) -> dict:
     - **Bisection ratio**: bisection / (injection / 2); 1.0 is a non-blocking fabric, 0.25 a 4:1
       oversubscribed leaf-spine.
     - **Diameter**: the largest number of switch-to-switch hops on a fewest-hop path between two NICs,
-      i.e. between two GPUs of different hosts (a multi-port NIC takes its closest port). NICs
-      whose switches cannot reach each other (separate networks) do not count. 0 when every NIC is
-      on one switch, 2 on a leaf-spine with spines, 3 on a dragonfly.
+      i.e. between two GPUs of different hosts (a multi-port NIC takes its closest port), as
+      :meth:`Topology.paths` routes them. NICs whose switches cannot reach each other (separate
+      networks) do not count. In general that is the hop distance in the switch graph. On a
+      dragonfly, fewest-hop paths are minimal routes (local, global, local) that stay in the two
+      groups, so it comes from the cable table: 3 when, for some pair of groups, each has a switch
+      without a cable to the other; 0 when every NIC is on one switch, 2 on a leaf-spine with spines.
     - **Path diversity**: the number of equal-cost paths :meth:`Topology.paths` gives between GPU 0
       and a representative partner with the same local GPU index: the first (in GPU order) on the
       same host, on another host behind the same edge switch(es), behind another edge switch (of
@@ -149,6 +152,9 @@ def _bisection(topo: Topology, is_switch: np.ndarray) -> tuple[float | None, str
 def _diameter(topo: Topology, is_switch: np.ndarray) -> int | None:
     """Largest fewest-hop switch distance between two NICs' switch sets (see :func:`summary`).
 
+    Dragonflies (``group_cables`` from the builder) route inside the two groups only: see
+    :func:`_dragonfly_diameter`.
+
     perf: one bit-parallel BFS from every NIC attachment set at once. ``reach[s]`` holds a bit per
     set that reaches switch ``s`` within k hops; each hop is one gather and one OR-reduce over the
     switch links (a few ms on Frontier's 2,368 switches), instead of a BFS per switch in Python.
@@ -156,6 +162,8 @@ def _diameter(topo: Topology, is_switch: np.ndarray) -> int | None:
     switches = np.flatnonzero(is_switch)
     if not topo.nic_ports or not len(switches):
         return None
+    if getattr(topo, "group_cables", None) is not None:
+        return _dragonfly_diameter(topo)
     index = np.full(len(is_switch), -1, dtype=np.int64)
     index[switches] = np.arange(len(switches))
     sets = sorted({tuple(sorted({int(index[sw]) for _up, sw, _down in ports})) for ports in topo.nic_ports.values()})
@@ -185,6 +193,33 @@ def _diameter(topo: Topology, is_switch: np.ndarray) -> int | None:
         if not np.array_equal(now, covered):
             covered, diameter = now, hops
     return diameter
+
+
+def _dragonfly_diameter(topo: Topology) -> int:
+    """Largest minimal-route hop count between NIC switches of a dragonfly, from its cable table.
+
+    From switch s of group A to switch t of group B a minimal route takes a cable (u, v) from A to
+    B: ``[s != u] + 1 + [v != t]`` hops, the fewest over the cables. The worst pair needs 3 hops
+    when some NIC switch of A has no cable to B and some NIC switch of B none to A; 2 when every
+    NIC switch of one side has one but not every pair is cabled directly; 1 when every pair is.
+    """
+    edge = {sw for ports in topo.nic_ports.values() for _up, sw, _down in ports}
+    members: dict = {}
+    for sw in edge:
+        members.setdefault(topo.switch_group[sw], set()).add(sw)
+    worst = 1 if any(len(m) > 1 for m in members.values()) else 0  # one local hop inside a group
+    for (ga, gb), cables in topo.group_cables.items():
+        if worst == 3:
+            break
+        if ga not in members or gb not in members:
+            continue
+        heads = {u for u, _link, _v in cables}
+        tails = {v for _u, _link, v in cables}
+        if not members[ga] <= heads and not members[gb] <= tails:
+            worst = 3
+        elif not {(s, t) for s in members[ga] for t in members[gb]} <= {(u, v) for u, _link, v in cables}:
+            worst = max(worst, 2)
+    return worst
 
 
 def _path_diversity(topo: Topology, is_switch: np.ndarray) -> list[dict]:
