@@ -50,10 +50,10 @@ def test_minimal_paths_have_at_most_three_switch_hops_and_valiant_five(dragonfly
         assert hops.count("global") == (2 if dst // 8 != 0 else 0)
 
 
-def _saturation(topo, pattern, routing, seed=0, channels=16):
+def _saturation(topo, pattern, routing, seed=0, channels=16, **options):
     """Highest injection rate every host sustains (fraction of its NIC): 1 / max link congestion."""
     env = Environment()
-    fab = Fabric(env, topo, make_routing(routing, topo, np.random.default_rng(seed)))
+    fab = Fabric(env, topo, make_routing(routing, topo, np.random.default_rng(seed), options))
     n = topo.n_gpus
     if pattern == "uniform":
         pairs, channels = [(s, d) for s in range(n) for d in range(n) if s != d], 1
@@ -83,6 +83,14 @@ def test_non_minimal_policies_escape_the_adversarial_shift(dragonfly_tiny, polic
     # 16 connections per host, 0.38 with 128.
     minimal = _saturation(dragonfly_tiny, "shift", "minimal")
     assert 2.0 * minimal <= _saturation(dragonfly_tiny, "shift", policy) <= 7 / 16 + 1e-9
+
+
+def test_per_packet_valiant_reaches_its_closed_form_on_the_shift(dragonfly_tiny):
+    # Evenly spread over the 7 intermediate groups, each global cable carries 8/7 of a host's
+    # injection as first hop and 8/7 as second hop: saturation 7/16, the classic "about half".
+    assert _saturation(dragonfly_tiny, "shift", "valiant", channels=1, per_packet=True) == pytest.approx(7 / 16)
+    # ... and uniform traffic: ~half too (two global hops per inter-group byte)
+    assert 0.4 <= _saturation(dragonfly_tiny, "uniform", "valiant", per_packet=True) <= 0.6
 
 
 def test_palmtree_arrangement_spares_valiant_the_local_hop():

@@ -108,11 +108,44 @@ class Minimal(_Dragonfly):
 
 @ROUTING.register("valiant")
 class Valiant(_Dragonfly):
-    """Valiant routing: every inter-group connection goes through a random intermediate group."""
+    """Valiant routing: every inter-group connection goes through a random intermediate group.
+
+    Parameters
+    ----------
+    per_packet:
+        ``False`` (default): one random intermediate group (and cable) per connection.
+        ``True``: the fluid limit of per-packet Valiant, as in Kim et al. and Slingshot: the
+        connection is split evenly over every intermediate group, each share evenly over that
+        group's cables from the source group and the minimal paths onward.
+    """
 
     name = "valiant"
 
+    def __init__(self, topology: Topology, rng: np.random.Generator, per_packet: bool = False):
+        super().__init__(topology, rng)
+        self.per_packet = bool(per_packet)
+
+    def _all_valiant(self, conn: Connection) -> Routes:
+        t = self.topology
+        up, s, d, down, gs, gd = self._switches(conn)
+        others = [g for g in range(t.params["groups"]) if g not in (gs, gd)]
+        routes: dict[tuple[int, ...], float] = {}
+        for via in others:
+            cables = t.group_cables[gs, via]
+            for u, glink, v in cables:
+                first = ((t.local_link[s, u],) if s != u else ()) + (glink,)
+                rest = t.switch_paths(v, d)
+                share = 1.0 / (len(others) * len(cables) * len(rest))
+                for second in rest:
+                    for path in t.attach(conn.src, conn.dst, [(up, *first, *second, down)]):
+                        routes[path] = routes.get(path, 0.0) + share
+        return list(routes.items())
+
     def decide(self, conn: Connection, rng: np.random.Generator) -> Routes:
+        if self.per_packet:
+            _, _, _, _, gs, gd = self._switches(conn)
+            if gs != gd and self.topology.params["groups"] > 2:
+                return self._all_valiant(conn)
         path = self.valiant_path(conn, rng)
         if path is None:
             options = self.minimal_paths(conn)
