@@ -1,4 +1,4 @@
-"""`netsim topo`: fabric summaries against closed forms, golden outputs for every shipped topology, drawings."""
+"""`netsim topo`: fabric summaries against closed forms, golden outputs for every topology file, drawings."""
 
 import os
 import re
@@ -31,7 +31,7 @@ def switch_hops(topo, path):
 
 
 def brute_force_diameter(topo):
-    """Largest switch hop count of a fewest-hop path over every pair of GPUs on different hosts (small fabrics)."""
+    """Most switch hops on a fewest-hop path over all GPU pairs on different hosts (small fabrics only)."""
     return max(switch_hops(topo, topo.paths(a, b)[0]) for a in range(topo.n_gpus) for b in range(topo.n_gpus)
                if topo.gpu_host[a] != topo.gpu_host[b])
 
@@ -42,15 +42,16 @@ def test_leaf_spine_summary_matches_closed_forms(leaves, spines, count, ratio):
     hosts_per_leaf, gpus, nics = 2, 4, 2  # 4 NICs x 50 GB/s into each leaf
     uplink = hosts_per_leaf * nics * BW / (spines * count) * (ratio or 1.0)
     t = leaf_spine(leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf, gpus_per_host=gpus,
-                   nics_per_host=nics, nic_bandwidth_Bps=BW, uplink_bandwidth_Bps=uplink, uplinks_per_spine=count,
-                   intra_bandwidth_Bps=900e9)
+                   nics_per_host=nics, nic_bandwidth_Bps=BW, uplink_bandwidth_Bps=uplink,
+                   uplinks_per_spine=count, intra_bandwidth_Bps=900e9)
     s = summary(t)
     hosts = leaves * hosts_per_leaf
     n_nics = hosts * nics
     assert (s["hosts"], s["gpus"], s["nics"]) == (hosts, hosts * gpus, n_nics)
     assert s["switches"] == {"leaf": leaves, "spine": spines} and s["host_switches"] == hosts
     cables = leaves * spines * count
-    assert s["links"] == {"intra": 2 * hosts * gpus, "nic_up": n_nics, "nic_down": n_nics, "up": cables, "down": cables}
+    assert s["links"] == {"intra": 2 * hosts * gpus, "nic_up": n_nics, "nic_down": n_nics, "up": cables,
+                          "down": cables}
     assert s["injection_Bps"] == pytest.approx(n_nics * BW) and s["nic_links"] == n_nics
     assert s["bisection_Bps"] == pytest.approx(leaves // 2 * spines * count * uplink)
     assert s["bisection_cut"] == f"first {leaves // 2} of {leaves} leaves -> the rest"
@@ -60,12 +61,13 @@ def test_leaf_spine_summary_matches_closed_forms(leaves, spines, count, ratio):
     assert s["diameter_hops"] == 2 == brute_force_diameter(t)
     paths = {p["pair"]: (p["paths"], p["switch_hops"]) for p in s["paths"]}
     # every parallel cable is a distinct path on the way up and again on the way down
-    assert paths == {"same host": (1, 0), "same leaf, other host": (1, 0), "other leaf": (spines * count ** 2, 2)}
+    assert paths == {"same host": (1, 0), "same leaf, other host": (1, 0),
+                     "other leaf": (spines * count ** 2, 2)}
 
 
 def test_single_leaf_has_no_bisection_and_diameter_zero():
-    t = leaf_spine(leaves=1, spines=2, hosts_per_leaf=4, gpus_per_host=2, nics_per_host=2, nic_bandwidth_Bps=BW,
-                   uplink_bandwidth_Bps=BW, intra_bandwidth_Bps=900e9)
+    t = leaf_spine(leaves=1, spines=2, hosts_per_leaf=4, gpus_per_host=2, nics_per_host=2,
+                   nic_bandwidth_Bps=BW, uplink_bandwidth_Bps=BW, intra_bandwidth_Bps=900e9)
     s = summary(t)
     assert s["bisection_Bps"] is None and s["bisection_ratio"] is None and s["diameter_hops"] == 0
     text = format_summary(s)
@@ -136,7 +138,7 @@ def test_topo_output_matches_golden(path):
     elapsed = time.perf_counter() - start
     assert result.exit_code == 0, result.output
     _golden(f"topo-{path.stem}.txt", result.output)
-    assert elapsed < 20, f"netsim topo {path.name} took {elapsed:.1f}s"  # full Frontier: ~4 s, mostly the build
+    assert elapsed < 20, f"netsim topo {path.name} took {elapsed:.1f}s"  # Frontier: ~4 s, mostly building
 
 
 def test_every_golden_file_has_a_topology_file():
@@ -195,7 +197,8 @@ def test_drawing_collapses_hosts_and_colours_links_by_kind():
                   link_bandwidth_Bps=25e9)
     fig = topology_figure(t)
     names = [tr.name for tr in fig.data]
-    assert names == ["NIC (host - switch)", "local (inside a group)", "global (between groups)", "host", "switch"]
+    assert names == ["NIC (host - switch)", "local (inside a group)", "global (between groups)", "host",
+                     "switch"]
     markers = {tr.name: len(tr.x) for tr in fig.data if tr.mode == "markers"}
     assert markers == {"host": t.n_hosts, "switch": 6}
     global_lines = next(tr for tr in fig.data if tr.name.startswith("global"))

@@ -1,4 +1,4 @@
-"""Draw a fabric as a self-contained HTML page (``netsim topo --draw``): switches and hosts, links coloured by kind."""
+"""Draw a fabric as a self-contained HTML page for ``netsim topo --draw``: switches, hosts, links by kind."""
 
 from __future__ import annotations
 
@@ -52,9 +52,9 @@ def topology_figure(topo: Topology) -> go.Figure:
     switches = [n for n, k in graph.nodes(data="kind") if k in SWITCH_KINDS]
     n_draw = len(switches) + topo.n_hosts
     if n_draw > MAX_NODES:
-        raise NetsimError(f"too large to draw; {topo.name} has {n_draw:,} nodes to draw ({len(switches):,} switches "
-                          f"+ {topo.n_hosts:,} hosts), the limit is {MAX_NODES:,}: draw a smaller fabric such as "
-                          "topologies/frontier-mini.yaml")
+        raise NetsimError(f"too large to draw; {topo.name} has {n_draw:,} nodes to draw ({len(switches):,} "
+                          f"switches + {topo.n_hosts:,} hosts), the limit is {MAX_NODES:,}: draw a smaller "
+                          "fabric such as topologies/frontier-mini.yaml")
     # Drawing node of every graph node: switches are themselves, host parts collapse onto their host.
     draw_of = np.full(graph.number_of_nodes(), -1, dtype=np.int64)
     draw_of[switches] = np.arange(len(switches))
@@ -81,14 +81,16 @@ def topology_figure(topo: Topology) -> go.Figure:
 
     degree = np.bincount(a[valid], minlength=len(xy))
     kind_of = [graph.nodes[s]["kind"] for s in switches] + ["host"] * topo.n_hosts
-    hover = [f"{topo.node_name(s)} ({graph.nodes[s]['kind']}): {degree[i]:,} links out" for i, s in enumerate(switches)]
+    hover = [f"{topo.node_name(s)} ({graph.nodes[s]['kind']}): {degree[i]:,} links out"
+             for i, s in enumerate(switches)]
     hover += [_host_text(topo, h) for h in range(topo.n_hosts)]
     for kind, (label, colour, symbol) in _MARKERS.items():
         idx = [i for i, k in enumerate(kind_of) if k == kind]
         if idx:
             fig.add_trace(go.Scatter(x=xy[idx, 0], y=xy[idx, 1], mode="markers", name=label,
                                      text=[hover[i] for i in idx], hoverinfo="text",
-                                     marker={"color": colour, "symbol": symbol, "size": 9 if kind != "host" else 6}))
+                                     marker={"color": colour, "symbol": symbol,
+                                             "size": 6 if kind == "host" else 9}))
     fig.update_layout(title=f"{html.escape(topo.name)}: {len(switches):,} switches, {topo.n_hosts:,} hosts, "
                             f"{topo.n_gpus:,} GPUs",
                       showlegend=True, plot_bgcolor="white", height=800, hovermode="closest",
@@ -100,7 +102,8 @@ def _host_text(topo: Topology, h: int) -> str:
     """Hover text of host ``h``: its model and the switches its NICs go to."""
     model, first, _base, nics = topo.hosts[h]
     to = sorted({topo.node_name(sw) for nic in nics for _up, sw, _down in topo.nic_ports.get(nic, [])})
-    return f"host {h} ({model.name}): GPUs {first}-{first + model.n_gpus - 1}, {len(nics)} NICs -> {', '.join(to)}"
+    gpus = f"{first}-{first + model.n_gpus - 1}"
+    return f"host {h} ({model.name}): GPUs {gpus}, {len(nics)} NICs -> {', '.join(to)}"
 
 
 def _layout(topo: Topology, switches: list[int]) -> np.ndarray:

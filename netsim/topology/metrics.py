@@ -1,4 +1,4 @@
-"""Static figures of a built fabric (counts, injection and bisection bandwidth, diameter, path diversity) for ``netsim topo``."""
+"""Static figures of a built fabric for ``netsim topo``: counts, bandwidths, diameter, path diversity."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ _PLURAL = {"leaf": "leaves", "switch": "switches", "group": "groups", "edge swit
 
 
 def summary(topo: Topology) -> dict:
-    """Counts and capacity figures of ``topo``, computed from its link table (seconds on the full Frontier).
+    """Counts and capacity figures of ``topo`` from its link table (under a second on the full Frontier).
 
     Definitions:
 
     - **Injection bandwidth**: the sum of the capacities of all NIC up-links (``nic_up``, one per NIC
       port), in bytes/s.
-    - **Bisection bandwidth**: the one-way capacity of a fixed cut through the switch layer. The
+    - **Bisection bandwidth**: the one-way capacity between two fixed halves of the fabric. The
       *edge switches* are the switches that NIC ports attach to. They form *units*: a dragonfly
       group is one unit (switches carry a ``group`` attribute); otherwise every edge switch is its
       own unit (a leaf). Units are ordered by builder order (node id); side A is the first
@@ -142,7 +142,8 @@ def _bisection(topo: Topology, is_switch: np.ndarray) -> tuple[float | None, str
     total = np.bincount(inverse.ravel(), weights=cap)
     if (pairs >= 0).any():  # transit switches in between: solve the (small) contracted max-flow problem
         g = nx.DiGraph()
-        g.add_weighted_edges_from(((int(a), int(b), float(c)) for (a, b), c in zip(pairs, total)), weight="capacity")
+        g.add_weighted_edges_from(((int(a), int(b), float(c)) for (a, b), c in zip(pairs, total)),
+                                  weight="capacity")
         if -1 not in g or -2 not in g:
             return 0.0, cut
         return float(nx.maximum_flow_value(g, -1, -2)), cut
@@ -166,7 +167,8 @@ def _diameter(topo: Topology, is_switch: np.ndarray) -> int | None:
         return _dragonfly_diameter(topo)
     index = np.full(len(is_switch), -1, dtype=np.int64)
     index[switches] = np.arange(len(switches))
-    sets = sorted({tuple(sorted({int(index[sw]) for _up, sw, _down in ports})) for ports in topo.nic_ports.values()})
+    sets = sorted({tuple(sorted({int(index[sw]) for _up, sw, _down in ports}))
+                   for ports in topo.nic_ports.values()})
     words = (len(sets) + 63) // 64
     reach = np.zeros((len(switches), words), dtype=np.uint64)
     members = np.array([s for members in sets for s in members], dtype=np.int64)
