@@ -406,16 +406,28 @@ def locate(error: ConfigError, file: str | Path) -> ConfigError:
     return ConfigError(error.message, error.path, str(file), line)
 
 
+def _read_yaml(path: Path) -> tuple[yaml.Node | None, Any]:
+    """(composed node tree for line numbers, plain data) of a YAML file; located ConfigErrors otherwise."""
+    where = str(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError("file not found", "", where) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc.__class__.__name__}", "", where) from None
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader), yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"YAML syntax error: {problem}", "", where, mark.line + 1 if mark else None) from None
+
+
 def _load_topology_file(name: str, experiment: Path) -> dict:
     """A ``topology: FILE.yaml`` reference: looked up next to the experiment, then from the cwd."""
     for candidate in (experiment.parent / name, Path(name)):
         if candidate.is_file():
-            try:
-                data = yaml.safe_load(candidate.read_text())
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                raise ConfigError(f"YAML syntax error: {getattr(exc, 'problem', exc)}", "", str(candidate),
-                                  mark.line + 1 if mark else None) from None
+            _, data = _read_yaml(candidate)
             if not isinstance(data, dict):
                 raise ConfigError("a topology file must hold a mapping with a 'type'", "", str(candidate), 1)
             return data.get("topology", data)
@@ -437,15 +449,7 @@ def load_topology(path: str | Path) -> LeafSpineSpec | DragonflySpec | FrontierS
     8
     """
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError("file not found", "", str(path))
-    try:
-        root = yaml.compose(path.read_text(), Loader=yaml.SafeLoader)
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"YAML syntax error: {getattr(exc, 'problem', exc)}", "", str(path),
-                          mark.line + 1 if mark else None) from None
+    root, data = _read_yaml(path)
     if isinstance(data, dict) and "topology" in data:  # an experiment file
         return load_spec(path).topology
     if not isinstance(data, dict):
@@ -470,19 +474,7 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> Experimen
     """
     path = Path(path)
     where = str(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError("file not found", "", where) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read: {exc.__class__.__name__}", "", where) from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"YAML syntax error: {problem}", "", where, mark.line + 1 if mark else None) from None
+    root, data = _read_yaml(path)
     if data is None:
         raise ConfigError("the file is empty; an experiment needs at least name, topology and workload", "", where)
     if isinstance(data, dict) and isinstance(data.get("topology"), str):
