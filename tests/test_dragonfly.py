@@ -158,3 +158,14 @@ def test_ring_over_one_frontier_node_is_capped_by_the_50GBps_links():
     slowest = 2 * (n - 1) * size / (n * 50e9)
     assert env.now >= slowest * (1 - 1e-9)
     assert env.now == pytest.approx(slowest, rel=0.01)
+
+
+@pytest.mark.parametrize("pattern", ["uniform", "shift"])
+def test_ugal_tracks_the_better_of_minimal_and_valiant(dragonfly_tiny, pattern):
+    better = max(_saturation(dragonfly_tiny, pattern, "minimal"), _saturation(dragonfly_tiny, pattern, "valiant"))
+    assert _saturation(dragonfly_tiny, pattern, "ugal") >= 0.85 * better
+
+
+def test_ugal_with_more_candidates_does_better_on_the_shift(dragonfly_tiny):
+    assert (_saturation(dragonfly_tiny, "shift", "ugal", candidates=8)
+            > 1.15 * _saturation(dragonfly_tiny, "shift", "ugal", candidates=1))

@@ -158,19 +158,31 @@ class UGAL(_Dragonfly):
     """UGAL-L at connection set-up: minimal unless a random Valiant path is clearly less loaded.
 
     Rule: with ``cost = (connections on the path's busiest switch link + 1) x switches traversed``,
-    take the minimal candidate iff ``cost_min <= cost_valiant`` (ties go minimal: the bias). The
-    candidates are one random minimal path and one random Valiant path.
+    take the minimal candidate iff ``cost_min <= cost_valiant`` (ties go minimal: the bias), where
+    ``cost_valiant`` is the cheapest of ``candidates`` random Valiant paths.
+
+    Parameters
+    ----------
+    candidates:
+        Random non-minimal (Valiant) candidates compared per decision (1 = classic UGAL-L).
     """
 
     name = "ugal"
 
+    def __init__(self, topology: Topology, rng: np.random.Generator, candidates: int = 1):
+        super().__init__(topology, rng)
+        if candidates < 1:
+            raise ConfigError("needs at least 1 non-minimal candidate", "routing.candidates")
+        self.candidates = candidates
+
     def decide(self, conn: Connection, rng: np.random.Generator) -> Routes:
         options = self.minimal_paths(conn)
         minimal = options[int(rng.integers(len(options)))]
-        valiant = self.valiant_path(conn, rng)
-        if valiant is None or self.cost(minimal) <= self.cost(valiant):
+        valiants = [p for p in (self.valiant_path(conn, rng) for _ in range(self.candidates)) if p is not None]
+        if not valiants:
             return [(minimal, 1.0)]
-        return [(valiant, 1.0)]
+        best = min(valiants, key=self.cost)
+        return [(minimal, 1.0)] if self.cost(minimal) <= self.cost(best) else [(best, 1.0)]
 
 
 @ROUTING.register("adaptive")
