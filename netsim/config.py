@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from netsim import units
 from netsim.errors import ConfigError, UnitError
@@ -60,7 +60,7 @@ class NicSpec(_Spec):
     efficiency: Annotated[float, Field(gt=0, le=1)] | None = None
     transport: Literal["rdma", "tcp"] | None = None
     family: str | None = None
-    ports: Annotated[int, Field(ge=1, le=8)] | None = None
+    ports: Annotated[int, Field(strict=True, ge=1, le=8)] | None = None
 
     @field_validator("profile")
     @classmethod
@@ -97,39 +97,62 @@ Nic = Annotated[NicSpec, BeforeValidator(_nic)]
 class HostNics(_Spec):
     """``host_nics: [{hosts: [0, 15], nic: roce-200}]``: other NICs for a range of hosts (inclusive)."""
 
-    hosts: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=2, max_length=2)]
+    hosts: Annotated[list[Annotated[int, Field(strict=True, ge=0)]], Field(min_length=2, max_length=2)]
     nic: Nic
 
 
 class UplinkSpec(LinkSpec):
     """Leaf-to-spine cables: ``count`` parallel cables between every leaf and every spine."""
 
-    count: Annotated[int, Field(ge=1)] = 1
+    count: Annotated[int, Field(strict=True, ge=1)] = 1
 
 
 class NicOverride(_Spec):
     """One NIC with a bandwidth different from the fabric default (a slow or upgraded NIC)."""
 
-    host: Annotated[int, Field(ge=0)]
-    nic: Annotated[int, Field(ge=0)] = 0
+    host: Annotated[int, Field(strict=True, ge=0)]
+    nic: Annotated[int, Field(strict=True, ge=0)] = 0
     bandwidth: Bandwidth
+
+
+#: Largest fabric netsim agrees to build (GPUs, directed links): far above Frontier's 75,776 GCDs and
+#: 473,896 links, low enough that a typo such as ``hosts_per_leaf: 100000000`` fails fast and clearly.
+MAX_GPUS = 2_000_000
+MAX_LINKS = 20_000_000
+
+
+def _check_size(gpus: int, links: int) -> None:
+    if gpus > MAX_GPUS or links > MAX_LINKS:
+        raise ValueError(f"fabric too large: {gpus:,} GPUs and about {links:,} links (limits: {MAX_GPUS:,} GPUs, "
+                         f"{MAX_LINKS:,} links)")
 
 
 class LeafSpineSpec(_Spec):
     """``topology: {type: leaf_spine, ...}``; see :func:`netsim.topology.leaf_spine`."""
 
     type: Literal["leaf_spine"]
-    leaves: Annotated[int, Field(ge=1)]
-    spines: Annotated[int, Field(ge=1)]
-    hosts_per_leaf: Annotated[int, Field(ge=1)]
-    gpus_per_host: Annotated[int, Field(ge=1)] = 8
-    nics_per_host: Annotated[int, Field(ge=1)] = 8
+    leaves: Annotated[int, Field(strict=True, ge=1)]
+    spines: Annotated[int, Field(strict=True, ge=1)]
+    hosts_per_leaf: Annotated[int, Field(strict=True, ge=1)]
+    gpus_per_host: Annotated[int, Field(strict=True, ge=1)] = 8
+    nics_per_host: Annotated[int, Field(strict=True, ge=1)] = 8
     nic: Nic
     uplink: UplinkSpec
     intra_host: LinkSpec
     rail_optimized: bool = False
     nic_overrides: list[NicOverride] = []
     host_nics: list[HostNics] = []
+
+    @model_validator(mode="after")
+    def _size(self):
+        hosts = self.leaves * self.hosts_per_leaf
+        for entry in self.host_nics:
+            first, last = entry.hosts
+            if not first <= last < hosts:
+                raise ValueError(f"host_nics range {entry.hosts} must satisfy first <= last < {hosts} (the host count)")
+        _check_size(hosts * self.gpus_per_host,
+                    2 * (hosts * (self.gpus_per_host + 2 * self.nics_per_host) + self.leaves * self.spines * self.uplink.count))
+        return self
 
 
 class CableSpec(_Spec):
@@ -143,28 +166,40 @@ class DragonflySpec(_Spec):
     """``topology: {type: dragonfly, ...}``; see :func:`netsim.topology.dragonfly.dragonfly`."""
 
     type: Literal["dragonfly"]
-    groups: Annotated[int, Field(ge=1)]
-    switches_per_group: Annotated[int, Field(ge=1)]
-    hosts_per_switch: Annotated[int, Field(ge=1)]
-    global_links_per_switch: Annotated[int, Field(ge=1)] | None = None
-    global_links_between_groups: Annotated[int, Field(ge=1)] | None = None
+    groups: Annotated[int, Field(strict=True, ge=1)]
+    switches_per_group: Annotated[int, Field(strict=True, ge=1)]
+    hosts_per_switch: Annotated[int, Field(strict=True, ge=1)]
+    global_links_per_switch: Annotated[int, Field(strict=True, ge=1)] | None = None
+    global_links_between_groups: Annotated[int, Field(strict=True, ge=1)] | None = None
     link: CableSpec
     global_link: CableSpec | None = None
     switch_latency: Time = 0.0
     nic: LinkSpec | None = None
     arrangement: Literal["palmtree", "round_robin"] = "palmtree"
 
+    @model_validator(mode="after")
+    def _size(self):
+        g, a = self.groups, self.switches_per_group
+        cables = (self.global_links_between_groups or max(1, a * (self.global_links_per_switch or 1) // max(g - 1, 1)))
+        _check_size(g * a * self.hosts_per_switch, 2 * (g * a * a + g * g * cables + g * a * self.hosts_per_switch))
+        return self
+
 
 class FrontierSpec(_Spec):
     """``topology: {type: frontier, groups: 74}``: the OLCF Frontier preset."""
 
     type: Literal["frontier"]
-    groups: Annotated[int, Field(ge=1)] = 74
+    groups: Annotated[int, Field(strict=True, ge=1)] = 74
     nics_on_switches: Literal[1, 4] = 4
     switch_latency: Time = 350e-9
     cable_latency: Time = 0.0
-    global_links_between_groups: Annotated[int, Field(ge=1)] = 4
+    global_links_between_groups: Annotated[int, Field(strict=True, ge=1)] = 4
     link_bandwidth: Bandwidth = 25e9
+
+    @model_validator(mode="after")
+    def _size(self):
+        _check_size(self.groups * 128 * 8, self.groups * 6_400 + self.groups ** 2 * 4 * 2)
+        return self
 
 
 class ClusterSpec(LeafSpineSpec):
@@ -219,9 +254,9 @@ class CollectiveWorkload(_Spec):
     op: str
     algorithm: str
     size: Size
-    channels: Annotated[int, Field(ge=1)] = 1
-    ranks: Annotated[int, Field(ge=1)] | None = None
-    iterations: Annotated[int, Field(ge=1)] = 1
+    channels: Annotated[int, Field(strict=True, ge=1, le=64)] = 1
+    ranks: Annotated[int, Field(strict=True, ge=1)] | None = None
+    iterations: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] = 1
 
 
 class EngineSpec(_Spec):
@@ -236,7 +271,7 @@ class ExperimentSpec(_Spec):
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
     description: str = ""
-    seed: Annotated[int, Field(ge=0)] = 0
+    seed: Annotated[int, Field(strict=True, ge=0)] = 0
     topology: TopologySpec
     placement: Policy = PolicySpec(type="sequential")
     routing: Policy = PolicySpec(type="ecmp")

@@ -101,6 +101,8 @@ BAD = [
     ("wrong type", small_spec(**{"topology.spines": "many"}), "integer", "topology.spines"),
     ("bad policy option", small_spec(placement={"type": "random", "by": "rack"}), "'by'", "placement"),
     ("too many ranks", small_spec(**{"workload.ranks": 1000}), "do not fit", "workload.ranks"),
+    ("huge fabric", small_spec(**{"topology.hosts_per_leaf": 10**9}), "fabric too large", "topology"),
+    ("float count", small_spec(**{"topology.leaves": 2.0}), "valid integer", "topology.leaves"),
     ("not a mapping", "- 1\n- 2\n", "expected a mapping", ""),
     ("empty file", "", "empty", ""),
 ]
