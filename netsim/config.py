@@ -255,6 +255,7 @@ class CollectiveWorkload(_Spec):
     algorithm: str
     size: Size
     channels: Annotated[int, Field(strict=True, ge=1, le=64)] = 1
+    chunk: Size | None = None
     ranks: Annotated[int, Field(strict=True, ge=1)] | None = None
     iterations: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] = 1
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator, Sequence
 
 import simpy
@@ -92,7 +93,7 @@ def ring(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes
 
 @register_algorithm("ring", "allreduce")
 def ring_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
-                   channels: int = 1, job: int = 0) -> Generator:
+                   channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
     """Ring allreduce: reduce-scatter then allgather, 2(n-1) steps of M/n per rank.
 
     With ``channels`` > 1 the buffer is split over that many parallel rings, each on its own
@@ -115,3 +116,71 @@ def ring_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
     6.0
     """
     yield from ring(env, fabric, gpus, size_bytes, 2 * (len(gpus) - 1), channels=channels, job=job)
+
+
+@register_algorithm("ring", "reduce_scatter")
+def ring_reduce_scatter(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
+                        channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+    """Ring reduce-scatter of a per-rank input of ``size_bytes``: n-1 steps of M/n per rank.
+
+    Non-blocking time ``(n-1)(alpha + M/(n B))``.
+    """
+    yield from ring(env, fabric, gpus, size_bytes, len(gpus) - 1, channels=channels, job=job)
+
+
+@register_algorithm("ring", "allgather")
+def ring_allgather(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
+                   channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+    """Ring allgather of a per-rank output of ``size_bytes``: n-1 steps of M/n per rank.
+
+    Non-blocking time ``(n-1)(alpha + M/(n B))``.
+    """
+    yield from ring(env, fabric, gpus, size_bytes, len(gpus) - 1, channels=channels, job=job)
+
+
+def _chain_rank(fabric: Fabric, order: Sequence[int], i: int, chunks: int, chunk: float,
+                arrivals: _Arrivals, conn: Connection | None) -> Generator:
+    """Position ``i`` of a chain: forward each chunk to the next position as soon as it has arrived."""
+    last = i == len(order) - 1
+    for c in range(chunks):
+        if i:
+            yield arrivals.meet(i, c)
+        if not last:
+            fabric.send(order[i], order[i + 1], chunk, conn, event=arrivals.meet(i + 1, c))
+
+
+def chain(env: simpy.Environment, fabric: Fabric, order: Sequence[int], size_bytes: float, *,
+          channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+    """Pipelined chain ``order[0] -> order[1] -> ...``: the buffer cut into chunks, each forwarded on arrival.
+
+    With ``C`` chunks of ``M/C`` and per-hop ``alpha`` (latency + overhead, paid after a chunk
+    drains; the next chunk on the connection starts at once), the time on a non-blocking fabric is
+    ``(C + n - 2) M/(C B) + (n - 1) alpha``: more chunks move it toward ``M/B``. ``channels``
+    splits the buffer over parallel chains (own connections).
+    """
+    n = len(order)
+    if n < 2:
+        return
+    per_channel = size_bytes / channels
+    chunks = max(1, math.ceil(per_channel / chunk_bytes)) if chunk_bytes else 1
+    procs = []
+    for c in range(channels):
+        arrivals = _Arrivals(env, n)
+        for i in range(n):
+            conn = Connection(order[i], order[(i + 1) % n], c, job) if i < n - 1 else None
+            procs.append(env.process(_chain_rank(fabric, order, i, chunks, per_channel / chunks, arrivals, conn)))
+    yield env.all_of(procs)
+
+
+@register_algorithm("ring", "broadcast")
+def ring_broadcast(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
+                   channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+    """Broadcast from rank 0 as a pipelined chain over the ranks in order (NCCL's ring broadcast)."""
+    yield from chain(env, fabric, list(gpus), size_bytes, channels=channels, job=job, chunk_bytes=chunk_bytes)
+
+
+@register_algorithm("ring", "reduce")
+def ring_reduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
+                channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+    """Reduce to rank 0 as a pipelined chain from the last rank down to rank 0."""
+    yield from chain(env, fabric, list(gpus)[::-1], size_bytes, channels=channels, job=job, chunk_bytes=chunk_bytes)

@@ -101,7 +101,7 @@ def simulate(spec: ExperimentSpec, topology: Topology, gpus: np.ndarray,
     records: list[CollectiveRecord] = []
     w = spec.workload
     env.process(collective_job(env, fabric, gpus.tolist(), op=w.op, algorithm=w.algorithm, size_bytes=w.size,
-                               channels=w.channels, iterations=w.iterations, records=records))
+                               channels=w.channels, iterations=w.iterations, chunk_bytes=w.chunk, records=records))
     env.run()
     fabric.finalize()
     return env, fabric, records
