@@ -1,0 +1,107 @@
+"""Step-scheduled collectives against their closed forms on a non-blocking fabric, and byte counts."""
+
+import math
+
+import pytest
+
+from netsim.collectives import ALGORITHM_OPS, get_algorithm
+from netsim.collectives.schedule import (binomial_broadcast_schedule, binomial_reduce_schedule,
+                                         halving_doubling_schedule, pairwise_schedule)
+from netsim.errors import ConfigError
+from tests.conftest import GB, make_fabric, make_leaf_spine
+from tests.test_ring import MiB
+
+LAT, OVH = 1e-6, 2e-6
+A = 2 * LAT + OVH
+
+CLOSED_FORMS = {
+    ("allreduce", "recursive_doubling"): (lambda n, m: math.log2(n) * (A + m / GB), True),
+    ("allreduce", "halving_doubling"): (lambda n, m: 2 * math.log2(n) * A + 2 * (n - 1) / n * m / GB, True),
+    ("allreduce", "direct"): (lambda n, m: 2 * (A + (n - 1) * m / (n * GB)), False),
+    ("allreduce", "star"): (lambda n, m: 2 * (A + (n - 1) * m / GB), False),
+    ("alltoall", "direct"): (lambda n, m: A + (n - 1) * m / (n * GB), False),
+    ("alltoall", "pairwise"): (lambda n, m: (n - 1) * (A + m / (n * GB)), False),
+    ("broadcast", "binomial"): (lambda n, m: math.ceil(math.log2(n)) * (A + m / GB), False),
+    # lock-step rounds; for other n a leaf's message can overlap an earlier round (test below)
+    ("reduce", "binomial"): (lambda n, m: math.ceil(math.log2(n)) * (A + m / GB), True),
+}
+
+
+def _crossbar(n, **kw):
+    """All n single-GPU hosts on one leaf: non-blocking for every traffic pattern, alpha the same for all pairs."""
+    return make_leaf_spine(leaves=1, spines=1, hosts_per_leaf=n, **kw)
+
+
+def _run(op, algorithm, n, size):
+    topo = _crossbar(n, nic_latency_s=LAT, nic_overhead_s=OVH)
+    env, fab = make_fabric(topo)
+    env.run(env.process(get_algorithm(op, algorithm)(env, fab, list(range(n)), size)))
+    return env.now, fab
+
+
+CASES = [(op, alg, n, size) for (op, alg), (_f, pow2) in CLOSED_FORMS.items()
+         for n in (2, 3, 4, 8, 16, 64) if not (pow2 and n & (n - 1))
+         for size in (4 * 1024, 1 * MiB, 256 * MiB)]
+
+
+@pytest.mark.parametrize("op, algorithm, n, size", CASES, ids=[f"{o}-{a}-n{n}-{s}" for o, a, n, s in CASES])
+def test_closed_form_on_a_non_blocking_fabric(op, algorithm, n, size):
+    t, _ = _run(op, algorithm, n, size)
+    assert t == pytest.approx(CLOSED_FORMS[op, algorithm][0](n, size), rel=1e-3)
+
+
+def test_every_registered_schedule_algorithm_has_a_closed_form_test():
+    scheduled = {(op, a) for a, ops in ALGORITHM_OPS.items() for op in ops if a != "ring"}
+    assert scheduled == set(CLOSED_FORMS)
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 32])
+def test_halving_doubling_bytes_per_rank_match_ring(n):
+    size = 1.0
+    sent = [0.0] * n
+    for step in halving_doubling_schedule(n, size):
+        for src, _dst, nbytes in step:
+            sent[src] += nbytes
+    assert all(s == pytest.approx(2 * (n - 1) / n) for s in sent)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 13])
+def test_binomial_trees_reach_every_rank_once(n):
+    have = {0}
+    for step in binomial_broadcast_schedule(n, 1.0):
+        senders = {s for s, _d, _b in step}
+        assert senders <= have
+        have |= {d for _s, d, _b in step}
+    assert have == set(range(n))
+    reduced = set()
+    for step in binomial_reduce_schedule(n, 1.0):
+        for src, _dst, _b in step:
+            assert src not in reduced
+            reduced.add(src)
+    assert reduced == set(range(1, n))
+
+
+def test_pairwise_sends_each_pair_once():
+    n = 7
+    pairs = [(s, d) for step in pairwise_schedule(n, 1.0) for s, d, _b in step]
+    assert sorted(pairs) == sorted((s, d) for s in range(n) for d in range(n) if s != d)
+
+
+def test_power_of_two_algorithms_refuse_other_sizes():
+    with pytest.raises(ConfigError, match="power-of-two"):
+        _run("allreduce", "recursive_doubling", 6, MiB)
+
+
+def test_star_is_latency_bound_winner_for_tiny_messages_and_loses_for_large():
+    n = 16
+    small, large = 64, 256 * MiB
+    assert _run("allreduce", "star", n, small)[0] < _run("allreduce", "ring", n, small)[0]
+    assert _run("allreduce", "star", n, large)[0] > 5 * _run("allreduce", "ring", n, large)[0]
+
+
+def test_binomial_reduce_with_a_leaf_that_need_not_wait():
+    # n = 3: rank 2 -> 0 (round 0) and rank 1 -> 0 (round 1); rank 1 is a leaf and depends on nobody,
+    # so both messages share rank 0's NIC at once: 2M/B + alpha, one alpha less than lock-step rounds.
+    size = 1 * MiB
+    t, _ = _run("reduce", "binomial", 3, size)
+    assert t == pytest.approx(2 * size / GB + A, rel=1e-9)
