@@ -91,7 +91,7 @@ BAD = [
     ("unknown key", small_spec(**{"topology.colour": "red"}), "unknown key", "topology.colour"),
     ("unknown routing", small_spec(routing="ecmpp"), "unknown routing policy 'ecmpp'; valid: adaptive, ecmp, minimal, ugal, valiant", "routing"),
     ("unknown placement", small_spec(placement="best"), "valid: random, sequential", "placement"),
-    ("unknown algorithm", small_spec(**{"workload.algorithm": "rign"}), "valid: direct, halving_doubling, recursive_doubling, ring, star, tree", "workload.algorithm"),
+    ("unknown algorithm", small_spec(**{"workload.algorithm": "rign"}), "valid: direct, halving_doubling, hierarchical, recursive_doubling, ring, star, tree", "workload.algorithm"),
     ("unknown op", small_spec(**{"workload.op": "allsum"}), "unknown collective op", "workload.op"),
     ("negative size", small_spec(**{"workload.size": -5}), "must not be negative", "workload.size"),
     ("zero size", small_spec(**{"workload.size": "0MiB"}), "greater than 0", "workload.size"),

@@ -39,11 +39,17 @@ class _Arrivals:
 
 
 def _ring_rank(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], rank: int, steps: int,
-               piece_bytes: float, arrivals: _Arrivals, conn: Connection) -> Generator:
-    """Rank ``rank``: send step k to its successor once step k-1 from its predecessor has arrived."""
+               piece_bytes: float, arrivals: _Arrivals, conn: Connection,
+               ready: simpy.Event | None = None) -> Generator:
+    """Rank ``rank``: send step k to its successor once step k-1 from its predecessor has arrived.
+
+    With ``ready``, the rank starts only once that event has fired (its data is ready).
+    """
     succ = (rank + 1) % len(gpus)
     src, dst = gpus[rank], gpus[succ]
     meet = arrivals.meet
+    if ready is not None:
+        yield ready
     for k in range(steps):
         if k:
             yield meet(rank, k - 1)
@@ -74,21 +80,36 @@ def channel_ring(gpus: Sequence[int], gpu_host: Sequence[int], channel: int) -> 
     return order
 
 
-def ring(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, steps: int,
-         *, channels: int = 1, job: int = 0) -> Generator:
-    """Run ``steps`` ring steps of ``size_bytes / (n * channels)`` on each channel (shared core)."""
+def ring_processes(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, steps: int,
+                   *, channels: int = 1, job: int = 0, channel_base: int = 0,
+                   ready: dict[int, simpy.Event] | None = None) -> dict[int, simpy.Event]:
+    """Start ``steps`` ring steps of ``size_bytes / (n * channels)`` per channel; per GPU, its done event.
+
+    ``ready`` maps a GPU to an event its ranks wait for before their first send (per-rank
+    dependencies between phases, no barrier). Connections use channels ``channel_base + c``.
+    """
     n = len(gpus)
     if n < 2:
-        return
+        return {g: ready[g] if ready and g in ready else env.timeout(0) for g in gpus}
     piece = size_bytes / (n * channels)
-    procs = []
+    per_gpu: dict[int, list[simpy.Event]] = {g: [] for g in gpus}
     for c in range(channels):
         order = channel_ring(gpus, fabric.topology.gpu_host, c)
         arrivals = _Arrivals(env, n)
         for r in range(n):
-            conn = Connection(order[r], order[(r + 1) % n], c, job)
-            procs.append(env.process(_ring_rank(env, fabric, order, r, steps, piece, arrivals, conn)))
-    yield env.all_of(procs)
+            conn = Connection(order[r], order[(r + 1) % n], channel_base + c, job)
+            start = ready.get(order[r]) if ready else None
+            per_gpu[order[r]].append(env.process(_ring_rank(env, fabric, order, r, steps, piece, arrivals, conn,
+                                                            start)))
+    return {g: evs[0] if len(evs) == 1 else env.all_of(evs) for g, evs in per_gpu.items()}
+
+
+def ring(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, steps: int,
+         *, channels: int = 1, job: int = 0) -> Generator:
+    """Run ``steps`` ring steps of ``size_bytes / (n * channels)`` on each channel (shared core)."""
+    if len(gpus) < 2:
+        return
+    yield env.all_of(list(ring_processes(env, fabric, gpus, size_bytes, steps, channels=channels, job=job).values()))
 
 
 @register_algorithm("ring", "allreduce")
