@@ -96,11 +96,12 @@ def test_single_rank_is_a_no_op():
 
 
 def test_arrival_table_is_empty_after_the_collective():
-    from netsim.collectives.ring import _Arrivals, _ring_rank
+    from netsim.collectives.base import Arrivals
+    from netsim.collectives.ring import _ring_rank
     n = 4
     topo = _non_blocking(n, nic_bandwidth_overrides={(2, 0): 0.5 * GB})
     env, fab = make_fabric(topo)
-    arrivals = _Arrivals(env, n)
+    arrivals = Arrivals(env, n)
     procs = [env.process(_ring_rank(env, fab, list(range(n)), r, 2 * (n - 1), 1e6, arrivals, Connection(r, (r + 1) % n)))
              for r in range(n)]
     env.run(env.all_of(procs))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import simpy
+
 from netsim.errors import ConfigError
 from netsim.registry import Registry
 
@@ -43,6 +45,32 @@ def get_algorithm(op: str, name: str, path: str = "workload"):
         raise ConfigError(f"unknown algorithm {name!r} for op {op!r}; valid: {', '.join(valid) or '(none yet)'}",
                           f"{path}.algorithm")
     return ALGORITHMS.get(f"{op}/{name}")
+
+
+class Arrivals:
+    """One event per (rank, step): fired when that step's message has reached the rank.
+
+    Whichever side comes first, the sender posting the message or the receiver starting to wait,
+    creates the event; the fabric fires it on arrival. One event per message, no placeholders.
+    """
+
+    __slots__ = ("env", "slots")
+
+    def __init__(self, env: simpy.Environment, n: int):
+        self.env = env
+        self.slots: list[dict[int, simpy.Event]] = [{} for _ in range(n)]
+
+    def meet(self, rank: int, step: int) -> simpy.Event:
+        """The arrival event of ``step`` at ``rank``.
+
+        Sender and receiver each call this once: the first creates and stores the event, the
+        second takes it out of the table, so nothing outlives the message.
+        """
+        table = self.slots[rank]
+        ev = table.pop(step, None)
+        if ev is None:
+            ev = table[step] = self.env.event()
+        return ev
 
 
 @dataclass(frozen=True)

@@ -7,39 +7,13 @@ from collections.abc import Generator, Sequence
 
 import simpy
 
-from netsim.collectives.base import register_algorithm
+from netsim.collectives.base import Arrivals, register_algorithm
 from netsim.engine import Fabric
 from netsim.routing.base import Connection
 
 
-class _Arrivals:
-    """One event per (rank, step): fired when that step's message has reached the rank.
-
-    Whichever side comes first, the sender posting the message or the receiver starting to wait,
-    creates the event; the fabric fires it on arrival. One event per message, no placeholders.
-    """
-
-    __slots__ = ("env", "slots")
-
-    def __init__(self, env: simpy.Environment, n: int):
-        self.env = env
-        self.slots: list[dict[int, simpy.Event]] = [{} for _ in range(n)]
-
-    def meet(self, rank: int, step: int) -> simpy.Event:
-        """The arrival event of ``step`` at ``rank``.
-
-        Sender and receiver each call this once: the first creates and stores the event, the
-        second takes it out of the table, so nothing outlives the message.
-        """
-        table = self.slots[rank]
-        ev = table.pop(step, None)
-        if ev is None:
-            ev = table[step] = self.env.event()
-        return ev
-
-
 def _ring_rank(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], rank: int, steps: int,
-               piece_bytes: float, arrivals: _Arrivals, conn: Connection,
+               piece_bytes: float, arrivals: Arrivals, conn: Connection,
                ready: simpy.Event | None = None) -> Generator:
     """Rank ``rank``: send step k to its successor once step k-1 from its predecessor has arrived.
 
@@ -95,7 +69,7 @@ def ring_processes(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
     per_gpu: dict[int, list[simpy.Event]] = {g: [] for g in gpus}
     for c in range(channels):
         order = channel_ring(gpus, fabric.topology.gpu_host, c)
-        arrivals = _Arrivals(env, n)
+        arrivals = Arrivals(env, n)
         for r in range(n):
             conn = Connection(order[r], order[(r + 1) % n], channel_base + c, job)
             start = ready.get(order[r]) if ready else None
@@ -160,7 +134,7 @@ def ring_allgather(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
 
 
 def _chain_rank(fabric: Fabric, order: Sequence[int], i: int, chunks: int, chunk: float,
-                arrivals: _Arrivals, conn: Connection | None) -> Generator:
+                arrivals: Arrivals, conn: Connection | None) -> Generator:
     """Position ``i`` of a chain: forward each chunk to the next position as soon as it has arrived."""
     last = i == len(order) - 1
     for c in range(chunks):
@@ -186,7 +160,7 @@ def chain(env: simpy.Environment, fabric: Fabric, order: Sequence[int], size_byt
     chunks = max(1, math.ceil(per_channel / chunk_bytes)) if chunk_bytes else 1
     procs = []
     for c in range(channels):
-        arrivals = _Arrivals(env, n)
+        arrivals = Arrivals(env, n)
         for i in range(n):
             conn = Connection(order[i], order[(i + 1) % n], c, job) if i < n - 1 else None
             procs.append(env.process(_chain_rank(fabric, order, i, chunks, per_channel / chunks, arrivals, conn)))

@@ -13,8 +13,7 @@ from collections.abc import Generator, Sequence
 
 import simpy
 
-from netsim.collectives.base import register_algorithm
-from netsim.collectives.ring import _Arrivals
+from netsim.collectives.base import Arrivals, register_algorithm
 from netsim.engine import Fabric
 from netsim.errors import ConfigError
 from netsim.routing.base import Connection
@@ -30,7 +29,7 @@ def _log2_exact(n: int, name: str) -> int:
 
 
 def _rank(fabric: Fabric, gpus: Sequence[int], r: int, sends: list[list[tuple[int, float]]],
-          recvs: list[list[int]], arrivals: _Arrivals, channel: int, job: int) -> Generator:
+          recvs: list[list[int]], arrivals: Arrivals, channel: int, job: int) -> Generator:
     for step, (out, inn) in enumerate(zip(sends, recvs)):
         posted = [fabric.send(gpus[r], gpus[dst], nbytes, Connection(gpus[r], gpus[dst], channel, job),
                               event=arrivals.meet(dst, (step, r))) for dst, nbytes in out]
@@ -50,8 +49,10 @@ def run_schedule(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], sc
         for src, dst, nbytes in step:
             sends[src][s].append((dst, nbytes / channels))
             recvs[dst][s].append(src)
-    procs = [env.process(_rank(fabric, gpus, r, sends[r], recvs[r], _arrivals, c, job))
-             for c in range(channels) for _arrivals in [_Arrivals(env, n)] for r in range(n)]
+    procs = []
+    for c in range(channels):
+        arrivals = Arrivals(env, n)
+        procs += [env.process(_rank(fabric, gpus, r, sends[r], recvs[r], arrivals, c, job)) for r in range(n)]
     yield env.all_of(procs)
 
 
@@ -110,27 +111,25 @@ def _register(name: str, op: str, build, doc: str):
     return algorithm
 
 
-recursive_doubling_allreduce = _register(
-    "recursive_doubling", "allreduce", recursive_doubling_schedule,
-    "Recursive doubling allreduce (n a power of two): ``log2(n)(alpha + M/B)``.")
-halving_doubling_allreduce = _register(
-    "halving_doubling", "allreduce", halving_doubling_schedule,
-    "Rabenseifner allreduce (n a power of two): ``2 log2(n) alpha + 2(n-1)/n M/B``.")
-direct_allreduce = _register(
-    "direct", "allreduce", lambda n, m: direct_schedule(n, m, rounds=2),
-    "Direct allreduce: all-pairs reduce-scatter then all-pairs allgather, ``2(alpha + (n-1)M/(nB))``.")
-star_allreduce = _register(
-    "star", "allreduce", star_schedule,
-    "Star allreduce: gather to rank 0 and send back, ``2(alpha + (n-1)M/B)`` (rank 0's NIC is the bottleneck).")
-direct_alltoall = _register(
-    "direct", "alltoall", direct_schedule,
-    "Direct all-to-all: every rank sends M/n to every other at once, ``alpha + (n-1)M/(nB)``.")
-pairwise_alltoall = _register(
-    "pairwise", "alltoall", pairwise_schedule,
-    "Pairwise all-to-all: n-1 shifted exchanges of M/n, ``(n-1)(alpha + M/(nB))``.")
-binomial_broadcast = _register(
-    "binomial", "broadcast", binomial_broadcast_schedule,
-    "Binomial-tree broadcast from rank 0: ``ceil(log2 n)(alpha + M/B)``.")
-binomial_reduce = _register(
-    "binomial", "reduce", binomial_reduce_schedule,
-    "Binomial-tree reduce to rank 0: ``ceil(log2 n)(alpha + M/B)``.")
+#: (algorithm, op, schedule builder, docstring with the non-blocking closed form)
+_SCHEDULED = (
+    ("recursive_doubling", "allreduce", recursive_doubling_schedule,
+     "Recursive doubling allreduce (n a power of two): ``log2(n)(alpha + M/B)``."),
+    ("halving_doubling", "allreduce", halving_doubling_schedule,
+     "Rabenseifner allreduce (n a power of two): ``2 log2(n) alpha + 2(n-1)/n M/B``."),
+    ("direct", "allreduce", lambda n, m: direct_schedule(n, m, rounds=2),
+     "Direct allreduce: all-pairs reduce-scatter then all-pairs allgather, ``2(alpha + (n-1)M/(nB))``."),
+    ("star", "allreduce", star_schedule,
+     "Star allreduce: gather to rank 0 and send back, ``2(alpha + (n-1)M/B)`` (rank 0's NIC is the bottleneck)."),
+    ("direct", "alltoall", direct_schedule,
+     "Direct all-to-all: every rank sends M/n to every other at once, ``alpha + (n-1)M/(nB)``."),
+    ("pairwise", "alltoall", pairwise_schedule,
+     "Pairwise all-to-all: n-1 shifted exchanges of M/n, ``(n-1)(alpha + M/(nB))``."),
+    ("binomial", "broadcast", binomial_broadcast_schedule,
+     "Binomial-tree broadcast from rank 0: ``ceil(log2 n)(alpha + M/B)``."),
+    ("binomial", "reduce", binomial_reduce_schedule,
+     "Binomial-tree reduce to rank 0: ``ceil(log2 n)(alpha + M/B)``."),
+)
+
+for _name, _op, _build, _doc in _SCHEDULED:
+    _register(_name, _op, _build, _doc)

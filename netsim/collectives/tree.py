@@ -7,8 +7,7 @@ from collections.abc import Generator, Sequence
 
 import simpy
 
-from netsim.collectives.base import register_algorithm
-from netsim.collectives.ring import _Arrivals
+from netsim.collectives.base import Arrivals, register_algorithm
 from netsim.engine import Fabric
 from netsim.routing.base import Connection
 
@@ -66,7 +65,7 @@ def _children(parent: list[int | None]) -> list[list[int]]:
 
 
 def _reduce_up(fabric: Fabric, gpus: Sequence[int], r: int, parent: int | None, kids: list[int], chunks: int,
-               chunk: float, up: _Arrivals, down: _Arrivals, channel: int, job: int) -> Generator:
+               chunk: float, up: Arrivals, down: Arrivals, channel: int, job: int) -> Generator:
     conn = Connection(gpus[r], gpus[parent], channel, job) if parent is not None else None
     for c in range(chunks):
         for k in kids:
@@ -78,7 +77,7 @@ def _reduce_up(fabric: Fabric, gpus: Sequence[int], r: int, parent: int | None, 
 
 
 def _broadcast_down(fabric: Fabric, gpus: Sequence[int], r: int, kids: list[int], chunks: int, chunk: float,
-                    down: _Arrivals, channel: int, job: int) -> Generator:
+                    down: Arrivals, channel: int, job: int) -> Generator:
     conns = {k: Connection(gpus[r], gpus[k], channel, job) for k in kids}
     for c in range(chunks):
         yield down.meet(r, c)
@@ -106,7 +105,7 @@ def tree_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
     for t, parent in enumerate(double_binary_trees(n)):
         kids = _children(parent)
         for c in range(channels):
-            up, down = _Arrivals(env, n), _Arrivals(env, n)
+            up, down = Arrivals(env, n), Arrivals(env, n)
             ch = 2 * c + t
             for r in range(n):
                 procs.append(env.process(_reduce_up(fabric, gpus, r, parent[r], kids[r], chunks, half / chunks, up,
