@@ -22,7 +22,7 @@ def host_groups(gpus: Sequence[int], gpu_host: Sequence[int]) -> list[list[int]]
 
 @register_algorithm("hierarchical", "allreduce")
 def hierarchical_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
-                           channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+                           channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
     """Allreduce in three phases, as multi-GPU nodes are used.
 
     1. Ring reduce-scatter of M over each host's g GPUs (intra-host fabric): each GPU holds M/g.
@@ -44,17 +44,17 @@ def hierarchical_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequenc
     # Phase 1: intra-host reduce-scatter (channels 0..), per host.
     phase1: dict[int, simpy.Event] = {}
     for grp in groups:
-        phase1.update(ring_processes(env, fabric, grp, size_bytes, g - 1, channels=channels, job=job))
+        phase1.update(ring_processes(env, fabric, grp, size_bytes, g - 1, channels=channels, job=job, comm=comm))
     # Phase 2: inter-host allreduce of M/g per local index (distinct channel ids: distinct connections).
     phase2: dict[int, simpy.Event] = {}
     base = channels
     for i in range(g):
         rail = [grp[i] for grp in groups]
         phase2.update(ring_processes(env, fabric, rail, size_bytes / g, 2 * (len(groups) - 1), channels=channels,
-                                     job=job, channel_base=base, ready=phase1))
+                                     job=job, comm=comm, channel_base=base, ready=phase1))
     # Phase 3: intra-host allgather.
     done = []
     for grp in groups:
-        done += ring_processes(env, fabric, grp, size_bytes, g - 1, channels=channels, job=job,
+        done += ring_processes(env, fabric, grp, size_bytes, g - 1, channels=channels, job=job, comm=comm,
                                channel_base=2 * channels, ready=phase2).values()
     yield env.all_of(done)

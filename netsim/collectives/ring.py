@@ -55,7 +55,7 @@ def channel_ring(gpus: Sequence[int], gpu_host: Sequence[int], channel: int) -> 
 
 
 def ring_processes(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, steps: int,
-                   *, channels: int = 1, job: int = 0, channel_base: int = 0,
+                   *, channels: int = 1, job: int = 0, comm: int = 0, channel_base: int = 0,
                    ready: dict[int, simpy.Event] | None = None) -> dict[int, simpy.Event]:
     """Start ``steps`` ring steps of ``size_bytes / (n * channels)`` per channel; per GPU, its done event.
 
@@ -71,7 +71,7 @@ def ring_processes(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
         order = channel_ring(gpus, fabric.topology.gpu_host, c)
         arrivals = Arrivals(env, n)
         for r in range(n):
-            conn = Connection(order[r], order[(r + 1) % n], channel_base + c, job)
+            conn = Connection(order[r], order[(r + 1) % n], channel_base + c, job, comm)
             start = ready.get(order[r]) if ready else None
             per_gpu[order[r]].append(env.process(_ring_rank(env, fabric, order, r, steps, piece, arrivals, conn,
                                                             start)))
@@ -79,16 +79,16 @@ def ring_processes(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
 
 
 def ring(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, steps: int,
-         *, channels: int = 1, job: int = 0) -> Generator:
+         *, channels: int = 1, job: int = 0, comm: int = 0) -> Generator:
     """Run ``steps`` ring steps of ``size_bytes / (n * channels)`` on each channel (shared core)."""
     if len(gpus) < 2:
         return
-    yield env.all_of(list(ring_processes(env, fabric, gpus, size_bytes, steps, channels=channels, job=job).values()))
+    yield env.all_of(list(ring_processes(env, fabric, gpus, size_bytes, steps, channels=channels, job=job, comm=comm).values()))
 
 
 @register_algorithm("ring", "allreduce")
 def ring_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
-                   channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+                   channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
     """Ring allreduce: reduce-scatter then allgather, 2(n-1) steps of M/n per rank.
 
     With ``channels`` > 1 the buffer is split over that many parallel rings, each on its own
@@ -110,27 +110,27 @@ def ring_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
     >>> round(env.now, 9)   # 2*(4-1) steps of 1e9 bytes at 1e9 B/s
     6.0
     """
-    yield from ring(env, fabric, gpus, size_bytes, 2 * (len(gpus) - 1), channels=channels, job=job)
+    yield from ring(env, fabric, gpus, size_bytes, 2 * (len(gpus) - 1), channels=channels, job=job, comm=comm)
 
 
 @register_algorithm("ring", "reduce_scatter")
 def ring_reduce_scatter(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
-                        channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+                        channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
     """Ring reduce-scatter of a per-rank input of ``size_bytes``: n-1 steps of M/n per rank.
 
     Non-blocking time ``(n-1)(alpha + M/(n B))``.
     """
-    yield from ring(env, fabric, gpus, size_bytes, len(gpus) - 1, channels=channels, job=job)
+    yield from ring(env, fabric, gpus, size_bytes, len(gpus) - 1, channels=channels, job=job, comm=comm)
 
 
 @register_algorithm("ring", "allgather")
 def ring_allgather(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
-                   channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+                   channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
     """Ring allgather of a per-rank output of ``size_bytes``: n-1 steps of M/n per rank.
 
     Non-blocking time ``(n-1)(alpha + M/(n B))``.
     """
-    yield from ring(env, fabric, gpus, size_bytes, len(gpus) - 1, channels=channels, job=job)
+    yield from ring(env, fabric, gpus, size_bytes, len(gpus) - 1, channels=channels, job=job, comm=comm)
 
 
 def _chain_rank(fabric: Fabric, order: Sequence[int], i: int, chunks: int, chunk: float,
@@ -145,7 +145,7 @@ def _chain_rank(fabric: Fabric, order: Sequence[int], i: int, chunks: int, chunk
 
 
 def chain(env: simpy.Environment, fabric: Fabric, order: Sequence[int], size_bytes: float, *,
-          channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+          channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
     """Pipelined chain ``order[0] -> order[1] -> ...``: the buffer cut into chunks, each forwarded on arrival.
 
     With ``C`` chunks of ``M/C`` and per-hop ``alpha`` (latency + overhead, paid after a chunk
@@ -162,20 +162,20 @@ def chain(env: simpy.Environment, fabric: Fabric, order: Sequence[int], size_byt
     for c in range(channels):
         arrivals = Arrivals(env, n)
         for i in range(n):
-            conn = Connection(order[i], order[(i + 1) % n], c, job) if i < n - 1 else None
+            conn = Connection(order[i], order[(i + 1) % n], c, job, comm) if i < n - 1 else None
             procs.append(env.process(_chain_rank(fabric, order, i, chunks, per_channel / chunks, arrivals, conn)))
     yield env.all_of(procs)
 
 
 @register_algorithm("ring", "broadcast")
 def ring_broadcast(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
-                   channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+                   channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
     """Broadcast from rank 0 as a pipelined chain over the ranks in order (NCCL's ring broadcast)."""
-    yield from chain(env, fabric, list(gpus), size_bytes, channels=channels, job=job, chunk_bytes=chunk_bytes)
+    yield from chain(env, fabric, list(gpus), size_bytes, channels=channels, job=job, comm=comm, chunk_bytes=chunk_bytes)
 
 
 @register_algorithm("ring", "reduce")
 def ring_reduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
-                channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+                channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
     """Reduce to rank 0 as a pipelined chain from the last rank down to rank 0."""
-    yield from chain(env, fabric, list(gpus)[::-1], size_bytes, channels=channels, job=job, chunk_bytes=chunk_bytes)
+    yield from chain(env, fabric, list(gpus)[::-1], size_bytes, channels=channels, job=job, comm=comm, chunk_bytes=chunk_bytes)

@@ -29,9 +29,10 @@ def _log2_exact(n: int, name: str) -> int:
 
 
 def _rank(fabric: Fabric, gpus: Sequence[int], r: int, sends: list[list[tuple[int, float]]],
-          recvs: list[list[int]], arrivals: Arrivals, channel: int, job: int) -> Generator:
+          recvs: list[list[int]], arrivals: Arrivals, channel: int, job: int,
+          comm: int) -> Generator:
     for step, (out, inn) in enumerate(zip(sends, recvs)):
-        posted = [fabric.send(gpus[r], gpus[dst], nbytes, Connection(gpus[r], gpus[dst], channel, job),
+        posted = [fabric.send(gpus[r], gpus[dst], nbytes, Connection(gpus[r], gpus[dst], channel, job, comm),
                               event=arrivals.meet(dst, (step, r))) for dst, nbytes in out]
         for src in inn:
             yield arrivals.meet(r, (step, src))
@@ -40,7 +41,7 @@ def _rank(fabric: Fabric, gpus: Sequence[int], r: int, sends: list[list[tuple[in
 
 
 def run_schedule(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], schedule: Schedule, *,
-                 channels: int = 1, job: int = 0) -> Generator:
+                 channels: int = 1, job: int = 0, comm: int = 0) -> Generator:
     """Execute ``schedule`` on ``gpus``; with ``channels`` > 1 every message is split over parallel copies."""
     n = len(gpus)
     sends = [[[] for _ in schedule] for _ in range(n)]
@@ -52,7 +53,7 @@ def run_schedule(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], sc
     procs = []
     for c in range(channels):
         arrivals = Arrivals(env, n)
-        procs += [env.process(_rank(fabric, gpus, r, sends[r], recvs[r], arrivals, c, job)) for r in range(n)]
+        procs += [env.process(_rank(fabric, gpus, r, sends[r], recvs[r], arrivals, c, job, comm)) for r in range(n)]
     yield env.all_of(procs)
 
 
@@ -101,10 +102,10 @@ def binomial_reduce_schedule(n: int, size: float) -> Schedule:
 
 def _register(name: str, op: str, build, doc: str):
     def algorithm(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
-                  channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+                  channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
         if len(gpus) < 2:
             return
-        yield from run_schedule(env, fabric, gpus, build(len(gpus), size_bytes), channels=channels, job=job)
+        yield from run_schedule(env, fabric, gpus, build(len(gpus), size_bytes), channels=channels, job=job, comm=comm)
     algorithm.__name__ = f"{op}_{name}"
     algorithm.__doc__ = doc
     register_algorithm(name, op)(algorithm)

@@ -65,8 +65,9 @@ def _children(parent: list[int | None]) -> list[list[int]]:
 
 
 def _reduce_up(fabric: Fabric, gpus: Sequence[int], r: int, parent: int | None, kids: list[int], chunks: int,
-               chunk: float, up: Arrivals, down: Arrivals, channel: int, job: int) -> Generator:
-    conn = Connection(gpus[r], gpus[parent], channel, job) if parent is not None else None
+               chunk: float, up: Arrivals, down: Arrivals, channel: int, job: int,
+               comm: int) -> Generator:
+    conn = Connection(gpus[r], gpus[parent], channel, job, comm) if parent is not None else None
     for c in range(chunks):
         for k in kids:
             yield up.meet(r, (c, k))
@@ -77,8 +78,9 @@ def _reduce_up(fabric: Fabric, gpus: Sequence[int], r: int, parent: int | None, 
 
 
 def _broadcast_down(fabric: Fabric, gpus: Sequence[int], r: int, kids: list[int], chunks: int, chunk: float,
-                    down: Arrivals, channel: int, job: int) -> Generator:
-    conns = {k: Connection(gpus[r], gpus[k], channel, job) for k in kids}
+                    down: Arrivals, channel: int, job: int,
+               comm: int) -> Generator:
+    conns = {k: Connection(gpus[r], gpus[k], channel, job, comm) for k in kids}
     for c in range(chunks):
         yield down.meet(r, c)
         for k in kids:
@@ -87,7 +89,7 @@ def _broadcast_down(fabric: Fabric, gpus: Sequence[int], r: int, kids: list[int]
 
 @register_algorithm("tree", "allreduce")
 def tree_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
-                   channels: int = 1, job: int = 0, chunk_bytes: float | None = None) -> Generator:
+                   channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
     """Double binary tree allreduce (NCCL Tree): half the buffer per tree, reduce up then broadcast down.
 
     Each tree's half is cut into chunks of ``chunk_bytes`` (default 512 KiB) that flow up and down
@@ -109,7 +111,7 @@ def tree_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
             ch = 2 * c + t
             for r in range(n):
                 procs.append(env.process(_reduce_up(fabric, gpus, r, parent[r], kids[r], chunks, half / chunks, up,
-                                                    down, ch, job)))
+                                                    down, ch, job, comm)))
                 procs.append(env.process(_broadcast_down(fabric, gpus, r, kids[r], chunks, half / chunks, down, ch,
-                                                         job)))
+                                                         job, comm)))
     yield env.all_of(procs)

@@ -32,7 +32,7 @@ class _Dragonfly:
 
     def _rng(self, conn: Connection) -> np.random.Generator:
         # A connection's random choices depend only on the run seed and the connection itself.
-        digest = hashlib.blake2b(np.array([self.salt, *conn], dtype=np.int64).tobytes(), digest_size=8).digest()
+        digest = hashlib.blake2b(np.array([self.salt, *conn.hash_key()], dtype=np.int64).tobytes(), digest_size=8).digest()
         return np.random.default_rng(int.from_bytes(digest, "little"))
 
     def _switches(self, conn: Connection) -> tuple[int, int, int, int, int, int]:

@@ -30,7 +30,7 @@ class ECMP:
         self._chosen: dict[Connection, Routes] = {}
 
     def _hash(self, connection: Connection) -> int:
-        key = self.salt + np.array(connection, dtype=np.int64).tobytes()
+        key = self.salt + np.array(connection.hash_key(), dtype=np.int64).tobytes()
         return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
 
     def paths(self, connection: Connection) -> Routes:
