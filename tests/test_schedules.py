@@ -39,21 +39,7 @@ def _run(op, algorithm, n, size):
     return env.now, fab
 
 
-CASES = [(op, alg, n, size) for (op, alg), (_f, pow2) in CLOSED_FORMS.items()
-         for n in (2, 3, 4, 8, 16, 64) if not (pow2 and n & (n - 1))
-         for size in (4 * 1024, 1 * MiB, 256 * MiB)]
-
-
-@pytest.mark.parametrize("op, algorithm, n, size", CASES, ids=[f"{o}-{a}-n{n}-{s}" for o, a, n, s in CASES])
-def test_closed_form_on_a_non_blocking_fabric(op, algorithm, n, size):
-    t, _ = _run(op, algorithm, n, size)
-    assert t == pytest.approx(CLOSED_FORMS[op, algorithm][0](n, size), rel=1e-3)
-
-
-def test_every_registered_schedule_algorithm_has_a_closed_form_test():
-    # ring family: tests/test_ring*.py; double binary tree: tests/test_tree.py
-    scheduled = {(op, a) for a, ops in ALGORITHM_OPS.items() for op in ops if a not in ("ring", "tree", "hierarchical")}
-    assert scheduled == set(CLOSED_FORMS)
+# The closed-form table over every algorithm, n and size is tests/test_ideal.py.
 
 
 @pytest.mark.parametrize("n", [2, 4, 8, 32])

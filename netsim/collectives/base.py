@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import simpy
@@ -9,7 +10,7 @@ import simpy
 from netsim.errors import ConfigError
 from netsim.registry import Registry
 
-#: Algorithm name -> generator ``run(env, fabric, gpus, size_bytes, *, channels, job)``.
+#: Algorithm name -> generator ``run(env, fabric, gpus, size_bytes, *, channels, job, comm, chunk_bytes)``.
 ALGORITHMS: Registry = Registry("collective algorithm")
 #: Algorithm name -> the ops it implements.
 ALGORITHM_OPS: dict[str, tuple[str, ...]] = {}
@@ -86,6 +87,12 @@ class CollectiveRecord:
     channels: int
     start_s: float
     end_s: float
+    ideal_s: float = math.nan  #: the call with a non-blocking core (:mod:`netsim.collectives.ideal`); NaN when off
+    bound_s: float = math.nan  #: provable lower bound: no correct run is faster
+    slack_s: float = 0.0       #: engine tolerance accumulated along a dependency chain
+    step: int = 0              #: index of the workload step (sequences: document order)
+    label: str = ""
+    comm: int = 0              #: communicator id (distinct rank sets get distinct connections)
 
     @property
     def duration_s(self) -> float:
@@ -101,3 +108,13 @@ class CollectiveRecord:
     def busbw_Bps(self) -> float:
         """Bus bandwidth: algbw times the op's factor (2(n-1)/n for allreduce)."""
         return self.algbw_Bps * BUSBW_FACTOR[self.op](self.n_ranks)
+
+    @property
+    def slowdown(self) -> float:
+        """Duration over the ideal (1.0: the core and routing cost nothing beyond the non-blocking fabric)."""
+        return self.duration_s / self.ideal_s if self.ideal_s > 0 else math.nan
+
+    @property
+    def below_bound(self) -> bool:
+        """True when the call beat its lower bound by more than the engine's tolerance: a bug to report."""
+        return bool(self.duration_s < self.bound_s * (1 - 1e-9) - self.slack_s)

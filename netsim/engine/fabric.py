@@ -87,6 +87,9 @@ class Fabric:
     small_component:
         Components of at most this many flows are solved by the list-based solver (same
         allocation, less overhead); larger ones by ``solver``.
+    unbounded_links:
+        Optional boolean mask of links that never limit a flow (left out of the contention
+        graph): how :mod:`netsim.engine.ideal` makes a fabric's switching core non-blocking.
 
     Examples
     --------
@@ -103,8 +106,10 @@ class Fabric:
 
     def __init__(self, env: simpy.Environment, topology: Topology, routing: RoutingPolicy, *,
                  solver: Callable[..., np.ndarray] = progressive_filling,
-                 completion_tolerance_s: float = 1e-9, record_flows: bool = True, small_component: int = 24):
+                 completion_tolerance_s: float = 1e-9, record_flows: bool = True, small_component: int = 24,
+                 unbounded_links: np.ndarray | None = None):
         self.env = env
+        self._unbounded = unbounded_links
         self.topology = topology
         self.routing = routing
         self.solver = solver
@@ -246,6 +251,9 @@ class Fabric:
             links, inverse = np.unique(all_links, return_inverse=True)
             weights = np.bincount(inverse, weights=fractions)
             keep = weights > 0
+            links, weights = links[keep], weights[keep]
+        if self._unbounded is not None:
+            keep = ~self._unbounded[links]
             links, weights = links[keep], weights[keep]
         latency = max(self.topology.path_latency_s(p) for p, frac in routes if frac > 0)
         delay = latency + self.topology.message_overhead_s(conn.src, conn.dst)

@@ -1,0 +1,75 @@
+"""The ideal time of a collective call on a given fabric, and a provable lower bound of it.
+
+* ``ideal``: the call on the same fabric with a **non-blocking core** (every switch-to-switch link
+  unbounded, each connection spread over all its equal-cost paths): only NICs, PCIe and NVLink
+  limit it. On a uniform non-blocking fabric this is the algorithm's closed form (ring allreduce
+  ``2(n-1)(alpha + M/(nB))``, ...; tested for every algorithm). ``slowdown = duration / ideal``
+  is what the core and the routing policy cost.
+* ``bound``: the larger of two provable lower bounds: the algorithm re-run with its real
+  dependencies and FIFO connections but every message at its pair's best rate and never sharing
+  (:class:`netsim.engine.ideal.IdealFabric`), and the bytes that must cross each host-edge link over
+  its capacity. No correct run can be faster (beyond the engine's completion tolerance); results
+  flag one that is (``below_bound``) as a bug to report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from netsim.collectives.base import get_algorithm
+from netsim.engine import Environment
+from netsim.engine.ideal import IdealFabric, PairModel, nonblocking_fabric
+from netsim.topology import Topology
+
+
+@dataclass(frozen=True)
+class Ideal:
+    """The ideal time of one call and its lower bound, with their parts."""
+
+    time_s: float     #: the call on the fabric with a non-blocking core
+    bound_s: float    #: max(replay_s, load_s): no run can be faster
+    replay_s: float   #: contention-free replay of the algorithm's dependency graph
+    load_s: float     #: bytes over capacity on the busiest host-edge link or host
+    chain: int        #: upper bound on the messages along any dependency chain (for tolerances)
+
+
+class IdealModel:
+    """Ideal times on one topology, cached per call shape (pair rates are shared between calls).
+
+    Examples
+    --------
+    >>> from netsim.topology import leaf_spine
+    >>> topo = leaf_spine(leaves=1, spines=1, hosts_per_leaf=4, gpus_per_host=1, nics_per_host=1,
+    ...                   nic_bandwidth_Bps=1e9, uplink_bandwidth_Bps=1e9, intra_bandwidth_Bps=1e10)
+    >>> ideal = IdealModel(topo).ideal("allreduce", "ring", [0, 1, 2, 3], 4e9)
+    >>> ideal.time_s, ideal.bound_s   # 2(n-1) M/(nB)
+    (6.0, 6.0)
+    """
+
+    def __init__(self, topology: Topology, completion_tolerance_s: float = 1e-9):
+        self.topology = topology
+        self.tolerance_s = completion_tolerance_s
+        self.pairs = PairModel(topology)
+        self._cache: dict[tuple, Ideal] = {}
+
+    def ideal(self, op: str, algorithm: str, gpus: Sequence[int], size_bytes: float, *, channels: int = 1,
+              chunk_bytes: float | None = None) -> Ideal:
+        """The :class:`Ideal` of ``op``/``algorithm`` over ``gpus`` (rank order) with ``size_bytes``."""
+        key = (op, algorithm, tuple(gpus), size_bytes, channels, chunk_bytes)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        run = get_algorithm(op, algorithm)
+        kw = dict(channels=channels, chunk_bytes=chunk_bytes)
+        env = Environment()
+        replay = IdealFabric(env, self.topology, self.pairs)
+        env.process(run(env, replay, list(gpus), size_bytes, **kw))
+        env.run()
+        replay_s, load_s = env.now, replay.load_bound_s()
+        chain = max(replay.sends.values(), default=0) + len(gpus)
+        env = Environment()
+        env.process(run(env, nonblocking_fabric(env, self.topology, self.tolerance_s), list(gpus), size_bytes, **kw))
+        env.run()
+        hit = self._cache[key] = Ideal(env.now, max(replay_s, load_s), replay_s, load_s, chain)
+        return hit

@@ -1,0 +1,169 @@
+"""Ideal times: the fabric with a non-blocking core, and provable lower bounds of any run.
+
+:func:`nonblocking_fabric` is the real :class:`~netsim.engine.Fabric` with every switch-to-switch
+link unbounded and each connection spread evenly over its equal-cost paths: the time a call would
+take if the network core cost nothing (only NICs, PCIe and NVLink limit it).
+
+An algorithm run against :class:`IdealFabric` instead of :class:`~netsim.engine.Fabric` keeps all
+its dependencies and the FIFO order of each connection, but every message moves at the best rate
+its source/destination pair could ever get with the switching core non-blocking (infinite), and
+never shares a link with another message. The replay's end time is a lower bound of the real run
+(each real message is at least as slow and starts no earlier); the bytes that must cross each
+host-edge link give a second, load bound. Their maximum is the *ideal* time of the call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import networkx as nx
+import numpy as np
+import simpy
+
+from netsim.engine.fabric import Fabric, _schedule
+from netsim.routing.base import Connection, Routes
+from netsim.topology import LINK_KINDS, Topology
+
+#: Switch-to-switch link kinds: the core that the ideal treats as non-blocking.
+CORE_KINDS = ("up", "down", "local", "global")
+
+
+def core_mask(topology: Topology) -> np.ndarray:
+    """Boolean mask of the topology's switch-to-switch links."""
+    return np.isin(topology.links.kind, [LINK_KINDS.index(k) for k in CORE_KINDS])
+
+
+class SprayAll:
+    """Routing of the non-blocking fabric: every connection evenly over all its equal-cost paths."""
+
+    def __init__(self, topology: Topology):
+        self.topology = topology
+
+    def paths(self, connection: Connection) -> Routes:
+        """All equal-cost paths of ``connection``, equal shares."""
+        candidates = self.topology.paths(connection.src, connection.dst)
+        return [(p, 1.0 / len(candidates)) for p in candidates]
+
+
+def nonblocking_fabric(env: simpy.Environment, topology: Topology, completion_tolerance_s: float = 1e-9) -> Fabric:
+    """A Fabric on ``topology`` whose switching core never limits a flow (see the module docstring)."""
+    return Fabric(env, topology, SprayAll(topology), completion_tolerance_s=completion_tolerance_s,
+                  record_flows=False, unbounded_links=core_mask(topology))
+
+
+class PairModel:
+    """Per GPU pair, cached: best rate with an infinite core, least delay, and the edge links it must cross.
+
+    Parameters
+    ----------
+    topology:
+        The fabric. Rates come from its edge links (NIC ports, PCIe, NVLink/NVSwitch): the max
+        flow from source to destination over the pair's equal-cost paths, core links unbounded.
+    """
+
+    def __init__(self, topology: Topology):
+        self.topology = topology
+        lt = topology.links
+        self._core = core_mask(topology)
+        self._cache: dict[tuple[int, int], tuple[float, float, tuple[int, ...]]] = {}
+        nic_host = {nic: h for h, (_m, _g, _b, nics) in enumerate(topology.hosts) for nic in nics}
+        self.nic_host = nic_host
+        # Host aggregates: every byte leaving (entering) a host crosses one of its NIC ports.
+        self.host_out_cap = np.zeros(topology.n_hosts)
+        self.host_in_cap = np.zeros(topology.n_hosts)
+        up, down = LINK_KINDS.index("nic_up"), LINK_KINDS.index("nic_down")
+        for lk in np.flatnonzero(lt.kind == up):
+            h = nic_host.get(int(lt.src[lk]))
+            if h is not None:
+                self.host_out_cap[h] += lt.capacity_Bps[lk]
+        for lk in np.flatnonzero(lt.kind == down):
+            h = nic_host.get(int(lt.dst[lk]))
+            if h is not None:
+                self.host_in_cap[h] += lt.capacity_Bps[lk]
+
+    def pair(self, src: int, dst: int) -> tuple[float, float, tuple[int, ...]]:
+        """``(rate_Bps, delay_s, forced_edge_links)`` of messages from GPU ``src`` to GPU ``dst``."""
+        key = (src, dst)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        topo, lt = self.topology, self.topology.links
+        paths = topo.paths(src, dst)
+        delay = min(topo.path_latency_s(p) for p in paths) + topo.message_overhead_s(src, dst)
+        edge_sets = [{lk for lk in p if not self._core[lk]} for p in paths]
+        forced = tuple(sorted(set.intersection(*edge_sets))) if edge_sets else ()
+        # Max flow over the union of the equal-cost paths; parallel edge links add up, core is unbounded.
+        capacity: dict[tuple[int, int], float] = {}
+        for lk in {lk for p in paths for lk in p}:
+            uv = (int(lt.src[lk]), int(lt.dst[lk]))
+            capacity[uv] = math.inf if self._core[lk] else capacity.get(uv, 0.0) + float(lt.capacity_Bps[lk])
+        g = nx.DiGraph()
+        for (u, v), c in capacity.items():
+            g.add_edge(u, v, **({} if math.isinf(c) else {"capacity": c}))
+        for p in paths:
+            g.add_edge("s", int(lt.src[p[0]]))
+            g.add_edge(int(lt.dst[p[-1]]), "t")
+        rate = nx.maximum_flow_value(g, "s", "t") if paths and paths[0] else math.inf
+        hit = self._cache[key] = (float(rate), float(delay), forced)
+        return hit
+
+
+class IdealFabric:
+    """Drop-in ``send`` target for an algorithm's ideal replay (see the module docstring).
+
+    Attributes
+    ----------
+    forced_bytes:
+        Bytes per link that every path of their message had to cross.
+    host_out_bytes, host_in_bytes:
+        Bytes leaving / entering each host.
+    sends:
+        Messages sent per GPU (bounds the length of any dependency chain, for tolerances).
+    """
+
+    def __init__(self, env: simpy.Environment, topology: Topology, model: PairModel | None = None):
+        self.env = env
+        self.topology = topology
+        self.model = model or PairModel(topology)
+        self._busy: dict[Connection, float] = {}
+        self.forced_bytes: defaultdict[int, float] = defaultdict(float)
+        self.host_out_bytes = np.zeros(topology.n_hosts)
+        self.host_in_bytes = np.zeros(topology.n_hosts)
+        self.sends: defaultdict[int, int] = defaultdict(int)
+
+    def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
+             cap_Bps: float = math.inf, event: simpy.Event | None = None) -> simpy.Event:
+        """Deliver ``size_bytes`` at the pair's best rate, after the connection's earlier messages."""
+        env = self.env
+        if event is None:
+            event = env.event()
+        if src == dst:
+            _schedule(env, event)
+            return event
+        conn = connection if connection is not None else Connection(src, dst)
+        rate, delay, forced = self.model.pair(src, dst)
+        rate = min(rate, cap_Bps)
+        start = max(env.now, self._busy.get(conn, 0.0))
+        end = start + (size_bytes / rate if size_bytes else 0.0)
+        self._busy[conn] = end
+        _schedule(env, event, end + delay - env.now)
+        for lk in forced:
+            self.forced_bytes[lk] += size_bytes
+        h_s, h_d = int(self.topology.gpu_host[src]), int(self.topology.gpu_host[dst])
+        if h_s != h_d:
+            self.host_out_bytes[h_s] += size_bytes
+            self.host_in_bytes[h_d] += size_bytes
+        self.sends[src] += 1
+        return event
+
+    def load_bound_s(self) -> float:
+        """Largest bytes / capacity over forced links and host NIC aggregates."""
+        cap = self.topology.links.capacity_Bps
+        bound = max((b / cap[lk] for lk, b in self.forced_bytes.items()), default=0.0)
+        m = self.model
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for used, capacity in ((self.host_out_bytes, m.host_out_cap), (self.host_in_bytes, m.host_in_cap)):
+                ratio = np.where(used > 0, used / capacity, 0.0)
+                bound = max(bound, float(ratio.max(initial=0.0)))
+        return bound
