@@ -45,8 +45,13 @@ def validate(experiment: Annotated[Path, typer.Argument(help="Experiment YAML fi
     except NetsimError as exc:
         _fail(exc)
     _out().print(f"{experiment}: ok — {topo!r}, routing {spec.routing.type}, placement {spec.placement.type}, "
-              f"{spec.workload.op}/{spec.workload.algorithm} {units.format_size(spec.workload.size)}",
-              highlight=False)
+              f"{_describe_workload(spec.workload)}", highlight=False)
+
+
+def _describe_workload(w) -> str:
+    if w.type == "sequence":
+        return f"{w.mode} sequence of {len(w.steps)} step{'s' * (len(w.steps) != 1)}"
+    return f"{w.op}/{w.algorithm} {units.format_size(w.size)}"
 
 
 @app.command()
@@ -68,7 +73,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
     if report:
         from netsim.report import write_report
         write_report(target)
-    _print_summary(read_results(target)["runs"], spec.name)
+    _print_summary(read_results(target), spec.name)
     _out().print(f"results: {target}" + (f"  report: {target / 'report.html'}" if report else ""), highlight=False)
 
 
@@ -120,18 +125,28 @@ def _locate_topology(exc: ConfigError, file: Path) -> ConfigError:
     return ConfigError(exc.message, path, str(file), locate(ConfigError(exc.message, path), file).line)
 
 
-def _print_summary(runs, name: str) -> None:
-    table = Table(title=f"netsim: {name}", show_lines=False)
-    for col in ("run", "routing", "placement", "collective", "size", "ranks", "time", "algbw", "busbw",
-                "max link util", "wall"):
-        table.add_column(col, justify="right" if col not in ("run", "routing", "placement", "collective") else "left")
-    for _, r in runs.iterrows():
-        table.add_row(r["run_id"], r["routing.type"], r["placement.type"],
-                      f"{r['workload.op']}/{r['workload.algorithm']}", units.format_size(r["workload.size"]),
-                      str(r["n_ranks"]), units.format_time(r["collective_time_s"], 4),
-                      units.format_bandwidth(r["algbw_Bps"], 4), units.format_bandwidth(r["busbw_Bps"], 4),
-                      f"{r['max_link_util']:.2f}", f"{r['wall_s']:.2f}s")
+def _print_summary(tables: dict, name: str) -> None:
+    """One line per workload step: calls, size, ranks, mean time, bandwidths, ideal and slowdown."""
+    runs, colls = tables["runs"], tables["collectives"]
+    r = runs.iloc[0]
+    table = Table(title=f"netsim: {name} — routing {r['routing.type']}, placement {r['placement.type']}, "
+                        f"{r['n_ranks']} ranks, max link util {r['max_link_util']:.2f}, wall {r['wall_s']:.2f}s")
+    for col in ("step", "collective", "size", "ranks", "calls", "time", "algbw", "busbw", "ideal", "slowdown"):
+        table.add_column(col, justify="left" if col in ("step", "collective") else "right")
+    for (step, label), g in colls.groupby(["step", "label"], sort=True):
+        ideal = g["ideal_s"].mean()
+        table.add_row(str(step), label if label == f"{g['op'].iat[0]}/{g['algorithm'].iat[0]}"
+                      else f"{label} ({g['op'].iat[0]}/{g['algorithm'].iat[0]})",
+                      units.format_size(g["size_bytes"].iat[0]), str(g["n_ranks"].iat[0]), str(len(g)),
+                      units.format_time(g["duration_s"].mean(), 4), units.format_bandwidth(g["algbw_Bps"].mean(), 4),
+                      units.format_bandwidth(g["busbw_Bps"].mean(), 4),
+                      "-" if ideal != ideal else units.format_time(ideal, 4),
+                      "-" if ideal != ideal else f"{g['slowdown'].mean():.3f}x")
     _out().print(table)
+    below = int(colls["below_bound"].sum()) if len(colls) else 0
+    if below:
+        err.print(f"[bold yellow]warning:[/] {below} call(s) finished faster than their provable lower bound "
+                  "(bound_s); this should not happen — please report it with the results directory", markup=True)
 
 
 def main() -> None:

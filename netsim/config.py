@@ -7,11 +7,13 @@ allowed. A library user can build an :class:`ExperimentSpec` in Python without a
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError,
+                      field_validator, model_validator)
 
 from netsim import units
 from netsim.errors import ConfigError, UnitError
@@ -248,7 +250,10 @@ Policy = Annotated[PolicySpec, BeforeValidator(_policy)]
 
 
 class CollectiveWorkload(_Spec):
-    """``workload: {type: collective, op, algorithm, size, ...}``: one collective on one communicator."""
+    """``workload: {type: collective, op, algorithm, size, ...}``: one collective on one communicator.
+
+    ``ranks`` is how many ranks to place (default: every GPU of the topology).
+    """
 
     type: Literal["collective"]
     op: str
@@ -258,6 +263,70 @@ class CollectiveWorkload(_Spec):
     chunk: Size | None = None
     ranks: Annotated[int, Field(strict=True, ge=1)] | None = None
     iterations: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] = 1
+    label: str | None = None
+
+
+#: A sub-communicator of the parent's ranks: the first N, an explicit list of rank indices, or a
+#: Python-style slice ``"start:stop:step"`` (``"0::8"``: local rank 0 of every 8-GPU host).
+def _rank_selector(value: Any) -> Any:
+    ok = (isinstance(value, int) and not isinstance(value, bool) and value >= 1) or (
+        isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                 for v in value)) or (
+        isinstance(value, str) and re.fullmatch(r"\s*-?\d*\s*:\s*-?\d*\s*(:\s*-?\d*\s*)?", value))
+    if not ok:
+        raise ValueError(f"expected ranks as N (the first N ranks), a list of rank indices, or a slice "
+                         f"'start:stop:step' like '0::8', got {value!r}")
+    return value
+
+
+RankSelector = Annotated[Any, BeforeValidator(_rank_selector)]
+
+
+class CollectiveStep(CollectiveWorkload):
+    """One collective inside a sequence (``type: collective`` may be omitted); ``ranks`` selects
+    its communicator from the enclosing sequence's ranks."""
+
+    type: Literal["collective"] = "collective"
+    ranks: RankSelector | None = None
+
+
+class SequenceWorkload(_Spec):
+    """``workload: {type: sequence, mode: serial|concurrent, steps: [...]}``.
+
+    ``serial`` runs the steps back to back, ``concurrent`` starts them together (e.g. independent
+    rings on different rails). Steps are collectives or nested sequences; each may select a
+    sub-communicator with ``ranks``. ``iterations`` repeats the whole sequence. At the top level
+    ``ranks: N`` places N ranks, like a collective workload.
+    """
+
+    type: Literal["sequence"]
+    mode: Literal["serial", "concurrent"] = "serial"
+    steps: Annotated[list[Step], Field(min_length=1, max_length=10_000)]
+    ranks: RankSelector | None = None
+    iterations: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] = 1
+    label: str | None = None
+
+
+def _step_type(value: Any) -> str:
+    if isinstance(value, dict):
+        return value.get("type", "collective")
+    return getattr(value, "type", "collective")
+
+
+Step = Annotated[Annotated[CollectiveStep, Tag("collective")] | Annotated[SequenceWorkload, Tag("sequence")],
+                 Discriminator(_step_type)]
+Workload = Annotated[CollectiveWorkload | SequenceWorkload, Field(discriminator="type")]
+SequenceWorkload.model_rebuild()
+
+
+def _check_workload(w: CollectiveWorkload | SequenceWorkload, path: str = "workload") -> None:
+    """Every collective names a known op/algorithm pair (ConfigError with its YAML path)."""
+    from netsim.collectives import get_algorithm
+    if isinstance(w, SequenceWorkload):
+        for i, step in enumerate(w.steps):
+            _check_workload(step, f"{path}.steps.{i}")
+    else:
+        get_algorithm(w.op, w.algorithm, path)
 
 
 class EngineSpec(_Spec):
@@ -265,6 +334,9 @@ class EngineSpec(_Spec):
 
     completion_tolerance: Time = 1e-9
     record_flows: bool = True
+    #: Compute every call's ideal (non-blocking lower bound) by a contention-free replay of the
+    #: algorithm; costs a fraction of the run. Off: ``ideal_s`` and ``slowdown`` are NaN.
+    ideal: bool = True
 
 
 class ExperimentSpec(_Spec):
@@ -276,7 +348,7 @@ class ExperimentSpec(_Spec):
     topology: TopologySpec
     placement: Policy = PolicySpec(type="sequential")
     routing: Policy = PolicySpec(type="ecmp")
-    workload: CollectiveWorkload
+    workload: Workload
     engine: EngineSpec = EngineSpec()
 
     @field_validator("routing")
@@ -297,9 +369,11 @@ class ExperimentSpec(_Spec):
 
     @field_validator("workload")
     @classmethod
-    def _known_algorithm(cls, v: CollectiveWorkload) -> CollectiveWorkload:
-        from netsim.collectives import get_algorithm
-        get_algorithm(v.op, v.algorithm)
+    def _known_algorithm(cls, v: CollectiveWorkload | SequenceWorkload) -> CollectiveWorkload | SequenceWorkload:
+        if isinstance(v, SequenceWorkload) and v.ranks is not None and not isinstance(v.ranks, int):
+            raise ConfigError("at the top level, ranks is the number of ranks to place (an integer); "
+                              "select sub-communicators in the steps", "workload.ranks")
+        _check_workload(v)
         return v
 
 
@@ -330,7 +404,7 @@ def _yaml_line(root: yaml.Node | None, loc: tuple) -> int | None:
 
 def _clean_loc(loc: tuple) -> tuple:
     # pydantic adds validator/union tags ('function-before[...]', 'leaf_spine') to locations.
-    tags = ("leaf_spine", "dragonfly", "frontier", "multi_cluster", "collective")
+    tags = ("leaf_spine", "dragonfly", "frontier", "multi_cluster", "collective", "sequence")
     return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in tags)))
 
 
@@ -341,6 +415,9 @@ def _message(err: dict, model_fields: dict | None) -> str:
         return f"unknown key{allowed}"
     if kind == "missing":
         return "required key is missing"
+    if kind == "union_tag_invalid":
+        ctx = err.get("ctx") or {}
+        return f"unknown type {ctx.get('tag')!r}; valid: {ctx.get('expected_tags', '').replace(chr(39), '')}"
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix):]
@@ -349,26 +426,40 @@ def _message(err: dict, model_fields: dict | None) -> str:
     return msg
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation may hold (through unions, lists and Annotated)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in (*getattr(annotation, "__args__", ()), getattr(annotation, "__origin__", None)):
+        if arg is not None and arg is not annotation:
+            found += [m for m in _models_in(arg) if m not in found]
+    return found
+
+
 def _fields_at(loc: tuple) -> dict | None:
-    """Field names of the model that owns ``loc[-1]`` (for 'allowed keys' hints)."""
+    """Field names of the model that owns ``loc[-1]`` (for 'allowed keys' hints).
+
+    ``loc`` is pydantic's raw location: union tags in it (``sequence``) pick the member model.
+    """
     model: Any = ExperimentSpec
     for key in loc[:-1]:
         if isinstance(key, int):
             continue
         field = getattr(model, "model_fields", {}).get(key)
         if field is None:
+            pool = model if isinstance(model, list) else _models_in(model)
+            tagged = [m for m in pool if m.model_fields.get("type") is not None
+                      and key in getattr(m.model_fields["type"].annotation, "__args__", ())]
+            if tagged:
+                model = tagged[0]
+            continue
+        candidates = _models_in(field.annotation)
+        if not candidates:
             return None
-        ann = field.annotation
-        for cand in (ann, *getattr(ann, "__args__", ())):
-            inner = getattr(cand, "__args__", None)
-            if isinstance(cand, type) and issubclass(cand, BaseModel):
-                model = cand
-                break
-            if inner and isinstance(inner[0], type) and issubclass(inner[0], BaseModel):
-                model = inner[0]
-                break
-        else:
-            return None
+        model = candidates[0] if len(candidates) == 1 else candidates
+    if isinstance(model, list):
+        model = model[0]
     return getattr(model, "model_fields", None)
 
 
@@ -384,8 +475,8 @@ def parse_spec(data: Any, *, file: str | None = None, root: yaml.Node | None = N
         errors = exc.errors()
         err = errors[0]
         loc = _clean_loc(err["loc"])
-        path = ".".join(str(p) for p in loc)
-        message = _message(err, _fields_at(loc) if err["type"] == "extra_forbidden" else None)
+        path = ".".join(str(p) for p in loc) + (".type" if err["type"] == "union_tag_invalid" else "")
+        message = _message(err, _fields_at(err["loc"]) if err["type"] == "extra_forbidden" else None)
         ctx_error = (err.get("ctx") or {}).get("error")
         if isinstance(ctx_error, ConfigError):
             path, message = ctx_error.path or path, ctx_error.message

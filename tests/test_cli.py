@@ -50,9 +50,12 @@ def test_run_quickstart_writes_the_results_directory(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["seed"] == 1 and manifest["spec"]["name"] == "quickstart" and manifest["config_hash"]
     colls = pd.read_parquet(out / "collectives.parquet")
-    assert list(colls.columns[:13]) == ["run_id", "job", "iteration", "op", "algorithm", "size_bytes", "n_ranks",
-                                        "channels", "start_s", "end_s", "duration_s", "algbw_Bps", "busbw_Bps"]
+    assert list(colls.columns) == ["run_id", "job", "step", "label", "iteration", "op", "algorithm", "size_bytes",
+                                   "n_ranks", "channels", "comm", "start_s", "end_s", "duration_s", "algbw_Bps",
+                                   "busbw_Bps", "ideal_s", "slowdown", "bound_s", "below_bound"]
     row = colls.iloc[0]
+    # sequential ranks on a 1:1 fabric: nothing collides, the ring runs at its ideal
+    assert row.slowdown == pytest.approx(1.0, abs=1e-6) and not row.below_bound
     assert row.n_ranks == 64 and row.size_bytes == 256 * 2**20
     assert row.busbw_Bps == pytest.approx(row.algbw_Bps * 2 * 63 / 64)
     flows = pd.read_parquet(out / "flows.parquet")
@@ -64,7 +67,7 @@ def test_run_quickstart_writes_the_results_directory(tmp_path):
     assert "quickstart" in result.output and "busbw" in result.output
     page = (out / "report.html").read_text()
     assert "plotly" in page and '<script src="http' not in page  # self-contained: opens offline
-    assert page.count('class="plotly-graph-div"') == 5
+    assert page.count('class="plotly-graph-div"') == 6
 
 
 def test_set_overrides_any_key(tmp_path):

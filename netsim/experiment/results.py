@@ -19,8 +19,9 @@ from netsim.topology import LINK_KINDS, LINK_TIERS
 
 FLOW_COLUMNS = ["run_id", "flow_id", "connection", "src", "dst", "channel", "job", "size_bytes", "start_s",
                 "end_s", "n_paths"]
-COLLECTIVE_COLUMNS = ["run_id", "job", "iteration", "op", "algorithm", "size_bytes", "n_ranks", "channels",
-                      "start_s", "end_s", "duration_s", "algbw_Bps", "busbw_Bps"]
+COLLECTIVE_COLUMNS = ["run_id", "job", "step", "label", "iteration", "op", "algorithm", "size_bytes", "n_ranks",
+                      "channels", "comm", "start_s", "end_s", "duration_s", "algbw_Bps", "busbw_Bps", "ideal_s",
+                      "slowdown", "bound_s", "below_bound"]
 LINK_COLUMNS = ["run_id", "link_id", "src", "dst", "kind", "tier", "capacity_Bps", "bytes", "busy_s",
                 "mean_util", "peak_util"]
 RESULT_FILES = ("runs.parquet", "collectives.parquet", "flows.parquet", "links.parquet")
@@ -28,8 +29,9 @@ RESULT_FILES = ("runs.parquet", "collectives.parquet", "flows.parquet", "links.p
 
 def collectives_frame(result: RunResult) -> pd.DataFrame:
     """One row per collective call."""
-    rows = [(result.run_id, r.job, r.iteration, r.op, r.algorithm, r.size_bytes, r.n_ranks, r.channels,
-             r.start_s, r.end_s, r.duration_s, r.algbw_Bps, r.busbw_Bps) for r in result.collectives]
+    rows = [(result.run_id, r.job, r.step, r.label, r.iteration, r.op, r.algorithm, r.size_bytes, r.n_ranks,
+             r.channels, r.comm, r.start_s, r.end_s, r.duration_s, r.algbw_Bps, r.busbw_Bps, r.ideal_s, r.slowdown,
+             r.bound_s, r.below_bound) for r in result.collectives]
     return pd.DataFrame(rows, columns=COLLECTIVE_COLUMNS)
 
 
@@ -86,6 +88,9 @@ def runs_frame(results: list[RunResult]) -> pd.DataFrame:
             "collective_time_s": float(durations.mean()) if len(durations) else np.nan,
             "algbw_Bps": float(np.mean([c.algbw_Bps for c in r.collectives])) if r.collectives else np.nan,
             "busbw_Bps": float(np.mean([c.busbw_Bps for c in r.collectives])) if r.collectives else np.nan,
+            "ideal_time_s": float(np.mean([c.ideal_s for c in r.collectives])) if r.collectives else np.nan,
+            "slowdown": float(np.mean([c.slowdown for c in r.collectives])) if r.collectives else np.nan,
+            "below_bound_calls": sum(c.below_bound for c in r.collectives),
             "max_link_util": float(fab.link_peak_util.max()) if len(fab.link_peak_util) else 0.0,
             "max_spine_util": float(fab.link_peak_util[uplinks].max()) if uplinks.any() else 0.0,
             "sim_time_s": r.sim_time_s,

@@ -17,7 +17,8 @@ from netsim.routing import make_routing
 from netsim.topology import Topology, leaf_spine
 from netsim.topology.dragonfly import dragonfly, frontier
 from netsim.topology.multicluster import multi_cluster
-from netsim.workload import collective_job
+from netsim.collectives.ideal import IdealModel
+from netsim.workload import SequencePlan, plan_workload, run_workload
 
 
 @dataclass
@@ -91,19 +92,20 @@ def place_ranks(spec: ExperimentSpec, topology: Topology, rng: np.random.Generat
     return policy.place(n_ranks, topology, rng)
 
 
-def simulate(spec: ExperimentSpec, topology: Topology, gpus: np.ndarray,
-             routing_rng: np.random.Generator) -> tuple[Environment, Fabric, list[CollectiveRecord]]:
+def simulate(spec: ExperimentSpec, topology: Topology, gpus: np.ndarray, routing_rng: np.random.Generator,
+             plan: SequencePlan | None = None) -> tuple[Environment, Fabric, list[CollectiveRecord]]:
     """Run the workload on a fresh SimPy environment until nothing is left to do."""
     env = Environment()
     routing = make_routing(spec.routing.type, topology, routing_rng, spec.routing.options)
     fabric = Fabric(env, topology, routing, completion_tolerance_s=spec.engine.completion_tolerance,
                     record_flows=spec.engine.record_flows)
     records: list[CollectiveRecord] = []
-    w = spec.workload
-    env.process(collective_job(env, fabric, gpus.tolist(), op=w.op, algorithm=w.algorithm, size_bytes=w.size,
-                               channels=w.channels, iterations=w.iterations, chunk_bytes=w.chunk, records=records))
+    plan = plan or plan_workload(spec.workload, gpus.tolist())
+    ideal = IdealModel(topology, spec.engine.completion_tolerance) if spec.engine.ideal else None
+    env.process(run_workload(env, fabric, plan, records=records, ideal=ideal))
     env.run()
     fabric.finalize()
+    records.sort(key=lambda r: (r.start_s, r.step, r.iteration))
     return env, fabric, records
 
 
@@ -117,6 +119,7 @@ def prepare(spec: ExperimentSpec) -> tuple[Topology, np.ndarray]:
     topology = build_topology(spec)
     gpus = place_ranks(spec, topology, _rngs(spec)[0])
     make_routing(spec.routing.type, topology, _rngs(spec)[1], spec.routing.options)  # policy fits the fabric?
+    plan_workload(spec.workload, gpus.tolist())  # sub-communicator selectors fit the placed ranks?
     return topology, gpus
 
 
@@ -136,7 +139,8 @@ def run_experiment(spec: ExperimentSpec) -> RunResult:
     placement_rng, routing_rng = _rngs(spec)
     topology = build_topology(spec)
     gpus = place_ranks(spec, topology, placement_rng)
-    env, fabric, records = simulate(spec, topology, gpus, routing_rng)
+    plan = plan_workload(spec.workload, gpus.tolist())
+    env, fabric, records = simulate(spec, topology, gpus, routing_rng, plan)
     return RunResult(spec=spec, run_id=spec_hash(spec), topology=topology, gpus=gpus, fabric=fabric,
                      collectives=records, sim_time_s=env.now, wall_s=time.perf_counter() - t0,
                      events=env.events_processed)

@@ -16,34 +16,81 @@ from netsim.experiment.results import read_results
 GBPS = 1e9 / 8  # bytes/s in one Gbps
 
 
-def _summary(runs: pd.DataFrame) -> go.Figure:
-    cols = {"run_id": "run", "routing.type": "routing", "placement.type": "placement", "n_ranks": "ranks"}
-    table = runs[list(cols)].rename(columns=cols)
-    table["collective"] = runs["workload.op"] + "/" + runs["workload.algorithm"]
-    table["size (MiB)"] = (runs["workload.size"] / 2**20).round(3)
-    table["time (ms)"] = (runs["collective_time_s"] * 1e3).round(4)
-    table["busbw (Gbps)"] = (runs["busbw_Bps"] / GBPS).round(2)
-    table["max link util"] = runs["max_link_util"].round(3)
-    table["flows"] = runs["flows"]
-    fig = go.Figure(go.Table(header={"values": list(table.columns)},
-                             cells={"values": [table[c] for c in table.columns]}))
-    fig.update_layout(title="Runs", height=160 + 28 * len(table), margin={"t": 50, "b": 10, "l": 10, "r": 10})
+def _summary(runs: pd.DataFrame, colls: pd.DataFrame) -> go.Figure:
+    """One row per run and workload step."""
+    meta = runs.set_index("run_id")
+    g = colls.groupby(["run_id", "step", "label"], sort=False)
+    table = g.agg(op=("op", "first"), algorithm=("algorithm", "first"), size=("size_bytes", "first"),
+                  ranks=("n_ranks", "first"), calls=("duration_s", "size"), time=("duration_s", "mean"),
+                  busbw=("busbw_Bps", "mean"), ideal=("ideal_s", "mean"), slowdown=("slowdown", "mean")).reset_index()
+    out = pd.DataFrame({
+        "run": table["run_id"],
+        "routing": table["run_id"].map(meta["routing.type"]),
+        "placement": table["run_id"].map(meta["placement.type"]),
+        "step": table["step"],
+        "collective": table["label"].where(table["label"] == table["op"] + "/" + table["algorithm"],
+                                           table["label"] + " (" + table["op"] + "/" + table["algorithm"] + ")"),
+        "size (MiB)": (table["size"] / 2**20).round(4),
+        "ranks": table["ranks"],
+        "calls": table["calls"],
+        "time (ms)": (table["time"] * 1e3).round(4),
+        "busbw (Gbps)": (table["busbw"] / GBPS).round(2),
+        "ideal (ms)": (table["ideal"] * 1e3).round(4),
+        "slowdown": table["slowdown"].round(3),
+        "max link util": table["run_id"].map(meta["max_link_util"]).round(3),
+    })
+    fig = go.Figure(go.Table(header={"values": list(out.columns)},
+                             cells={"values": [out[c] for c in out.columns]}))
+    fig.update_layout(title="Runs and workload steps", height=160 + 28 * min(len(out), 40),
+                      margin={"t": 50, "b": 10, "l": 10, "r": 10})
     return fig
+
+
+def _size_swept(colls: pd.DataFrame) -> bool:
+    """More than one message size for some collective of some run: plot against size."""
+    return bool((colls.groupby(["run_id", "op", "algorithm"])["size_bytes"].nunique() > 1).any())
+
+
+def _collective_figures(colls: pd.DataFrame) -> list[go.Figure]:
+    """Bandwidth and slowdown-vs-ideal: against message size when sizes vary, else per call."""
+    c = colls.assign(busbw_Gbps=colls["busbw_Bps"] / GBPS, collective=colls["op"] + "/" + colls["algorithm"],
+                     call="job " + colls["job"].astype(str) + ", step " + colls["step"].astype(str) + ", call "
+                     + colls["iteration"].astype(str))
+    has_ideal = bool(colls["ideal_s"].notna().any())
+    if _size_swept(colls):
+        by_size = c.groupby(["run_id", "collective", "size_bytes"], as_index=False)[
+            ["busbw_Gbps", "duration_s", "slowdown"]].mean().sort_values("size_bytes")
+        dash = "run_id" if by_size["run_id"].nunique() > 1 else None
+        figs = [px.line(by_size, x="size_bytes", y="busbw_Gbps", color="collective", line_dash=dash, markers=True,
+                        log_x=True, hover_data=["duration_s"], title="Bus bandwidth vs message size (Gbps)")]
+        if has_ideal:
+            figs.append(px.line(by_size, x="size_bytes", y="slowdown", color="collective", line_dash=dash,
+                                markers=True, log_x=True,
+                                title="Slowdown vs ideal (non-blocking lower bound) by message size"))
+        for fig in figs:
+            fig.update_xaxes(title="message size (bytes)")
+    else:
+        figs = [px.bar(c, x="call", y="busbw_Gbps", color="run_id", barmode="group",
+                       hover_data=["duration_s", "size_bytes", "n_ranks", "label"],
+                       title="Collective bus bandwidth per call (Gbps)")]
+        if has_ideal:
+            figs.append(px.bar(c, x="call", y="slowdown", color="run_id", barmode="group",
+                               hover_data=["label", "ideal_s"],
+                               title="Slowdown vs ideal (non-blocking lower bound) per call"))
+        for fig in figs:
+            fig.update_xaxes(type="category")
+    if has_ideal:
+        figs[-1].add_hline(y=1.0, line_dash="dot")
+    return figs
 
 
 def build_figures(results_dir: str | Path) -> list[go.Figure]:
     """The dashboard's figures for one results directory, in page order."""
     t = read_results(results_dir)
     runs, colls, flows, links = t["runs"], t["collectives"], t["flows"], t["links"]
-    figs = [_summary(runs)]
+    figs = [_summary(runs, colls)]
     if len(colls):
-        c = colls.assign(call="job " + colls["job"].astype(str) + ", call " + colls["iteration"].astype(str),
-                         busbw_Gbps=colls["busbw_Bps"] / GBPS)
-        fig = px.bar(c, x="call", y="busbw_Gbps", color="run_id", barmode="group",
-                     hover_data=["duration_s", "size_bytes", "n_ranks"],
-                     title="Collective bus bandwidth per call (Gbps)")
-        fig.update_xaxes(type="category")
-        figs.append(fig)
+        figs += _collective_figures(colls)
     if len(flows):
         f = flows.assign(fct_s=flows["end_s"] - flows["start_s"])
         figs.append(px.ecdf(f, x="fct_s", color="run_id", log_x=True, title="Message completion time CDF (s)"))

@@ -1,5 +1,5 @@
-"""Workloads: what runs on the fabric (collective loops now; training jobs later)."""
+"""Workloads: what runs on the fabric (collectives and sequences of them; training jobs later)."""
 
-from netsim.workload.collective import collective_job
+from netsim.workload.collective import CallPlan, SequencePlan, plan_workload, run_workload, select_ranks
 
-__all__ = ["collective_job"]
+__all__ = ["CallPlan", "SequencePlan", "plan_workload", "run_workload", "select_ranks"]

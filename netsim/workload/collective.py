@@ -1,26 +1,150 @@
-"""A collective workload: one communicator running one collective, optionally repeated."""
+"""Collective workloads: one collective, or a sequence of them (serial or concurrent, on sub-communicators).
+
+A workload spec is first *planned* against the placed ranks (selectors resolved, errors raised
+with their YAML path before anything runs), then *run* as SimPy processes that append one
+:class:`~netsim.collectives.CollectiveRecord` per call.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
 
 import simpy
 
 from netsim.collectives import CollectiveRecord, get_algorithm
+from netsim.collectives.ideal import IdealModel
+from netsim.config import CollectiveWorkload, SequenceWorkload
 from netsim.engine import Fabric
+from netsim.errors import ConfigError
 
 
-def collective_job(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], *, op: str, algorithm: str,
-                   size_bytes: float, channels: int = 1, iterations: int = 1, job: int = 0,
-                   chunk_bytes: float | None = None, records: list[CollectiveRecord]) -> Generator:
-    """Run ``iterations`` back-to-back calls of a collective on ``gpus``, appending one record each.
+@dataclass
+class CallPlan:
+    """One collective step with its communicator resolved to GPUs."""
+
+    step: int
+    label: str
+    op: str
+    algorithm: str
+    size_bytes: float
+    channels: int
+    chunk_bytes: float | None
+    iterations: int
+    gpus: list[int]
+    comm: int
+    calls: int = 0  #: calls made so far (the ``iteration`` column counts across sequence repeats)
+
+
+@dataclass
+class SequencePlan:
+    """Steps run back to back (``serial``) or together (``concurrent``), ``iterations`` times."""
+
+    mode: str
+    iterations: int
+    steps: list[CallPlan | SequencePlan] = field(default_factory=list)
+
+    def calls(self) -> list[CallPlan]:
+        """Every collective step, in document order."""
+        out: list[CallPlan] = []
+        for s in self.steps:
+            out += s.calls() if isinstance(s, SequencePlan) else [s]
+        return out
+
+
+def select_ranks(selector: int | list[int] | str | None, gpus: Sequence[int], path: str) -> list[int]:
+    """The sub-communicator of ``gpus`` (rank order) chosen by a ``ranks:`` selector.
+
+    ``None``: all; ``N``: the first N; a list: those rank indices, in that order; ``"a:b:c"``: a
+    Python slice.
 
     Examples
     --------
-    See :func:`netsim.experiment.run_experiment`, which wires this to a topology and a fabric.
+    >>> select_ranks("1::4", list(range(100, 116)), "workload.steps.0.ranks")
+    [101, 105, 109, 113]
     """
-    run = get_algorithm(op, algorithm)
-    for it in range(iterations):
+    n = len(gpus)
+    if selector is None:
+        return list(gpus)
+    if isinstance(selector, int):
+        if selector > n:
+            raise ConfigError(f"selects the first {selector} ranks but only {n} are available here", path)
+        return list(gpus[:selector])
+    if isinstance(selector, list):
+        bad = [r for r in selector if r >= n]
+        if bad:
+            raise ConfigError(f"rank indices {bad} out of range: {n} ranks are available here (0..{n - 1})", path)
+        if len(set(selector)) != len(selector):
+            raise ConfigError("a rank appears twice in the list", path)
+        return [gpus[r] for r in selector]
+    parts = [int(p) if p.strip() else None for p in selector.split(":")]
+    if len(parts) == 3 and parts[2] == 0:
+        raise ConfigError(f"slice step must not be zero, got {selector!r}", path)
+    chosen = list(gpus[slice(*parts)])
+    if not chosen:
+        raise ConfigError(f"slice {selector!r} selects no rank out of {n}", path)
+    return chosen
+
+
+def plan_workload(workload: CollectiveWorkload | SequenceWorkload, gpus: Sequence[int],
+                  path: str = "workload") -> SequencePlan:
+    """Resolve every step's communicator; ConfigError (with the step's YAML path) on a bad selector.
+
+    Distinct rank sets become distinct communicators (``comm`` ids in order of appearance), so
+    concurrent sub-communicators use their own connections, while steps over the same ranks reuse
+    theirs, as calls on one NCCL communicator do.
+    """
+    comms: dict[tuple[int, ...], int] = {tuple(gpus): 0}
+    counter = [0]
+
+    def call(w: CollectiveWorkload, members: list[int]) -> CallPlan:
+        step = counter[0]
+        counter[0] += 1
+        comm = comms.setdefault(tuple(members), len(comms))
+        return CallPlan(step, w.label or f"{w.op}/{w.algorithm}", w.op, w.algorithm, w.size, w.channels, w.chunk,
+                        w.iterations, members, comm)
+
+    def walk(w: SequenceWorkload, members: list[int], at: str) -> SequencePlan:
+        plan = SequencePlan(w.mode, w.iterations)
+        for i, s in enumerate(w.steps):
+            sub = select_ranks(s.ranks, members, f"{at}.steps.{i}.ranks")
+            plan.steps.append(walk(s, sub, f"{at}.steps.{i}") if isinstance(s, SequenceWorkload) else call(s, sub))
+        return plan
+
+    if isinstance(workload, SequenceWorkload):
+        return walk(workload, list(gpus), path)
+    return SequencePlan("serial", 1, [call(workload, list(gpus))])
+
+
+def run_workload(env: simpy.Environment, fabric: Fabric, plan: SequencePlan, *, records: list[CollectiveRecord],
+                 ideal: IdealModel | None = None, job: int = 0) -> Generator:
+    """Run a planned workload to completion, appending one record per collective call.
+
+    ``ideal`` (optional) gives each call its non-blocking lower bound.
+    """
+    for _ in range(plan.iterations):
+        if plan.mode == "serial":
+            for step in plan.steps:
+                yield env.process(_run_step(env, fabric, step, records, ideal, job))
+        else:
+            yield env.all_of([env.process(_run_step(env, fabric, s, records, ideal, job)) for s in plan.steps])
+
+
+def _run_step(env, fabric, step, records, ideal, job) -> Generator:
+    if isinstance(step, SequencePlan):
+        yield from run_workload(env, fabric, step, records=records, ideal=ideal, job=job)
+        return
+    run = get_algorithm(step.op, step.algorithm)
+    bound = ideal.ideal(step.op, step.algorithm, step.gpus, step.size_bytes, channels=step.channels,
+                        chunk_bytes=step.chunk_bytes) if ideal is not None else None
+    for _ in range(step.iterations):
         start = env.now
-        yield env.process(run(env, fabric, list(gpus), size_bytes, channels=channels, job=job, chunk_bytes=chunk_bytes))
-        records.append(CollectiveRecord(job, it, op, algorithm, size_bytes, len(gpus), channels, start, env.now))
+        yield env.process(run(env, fabric, step.gpus, step.size_bytes, channels=step.channels, job=job,
+                              comm=step.comm, chunk_bytes=step.chunk_bytes))
+        records.append(CollectiveRecord(
+            job, step.calls, step.op, step.algorithm, step.size_bytes, len(step.gpus), step.channels, start, env.now,
+            ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,
+            slack_s=fabric.tolerance_s * bound.chain if bound else 0.0,
+            step=step.step, label=step.label, comm=step.comm))
+        step.calls += 1
