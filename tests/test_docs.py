@@ -41,3 +41,19 @@ def test_readme_yaml_example_is_the_quickstart():
     from netsim.config import parse_spec
     assert parse_spec(yaml.safe_load(block)) == parse_spec(yaml.safe_load((ROOT / "experiments/quickstart.yaml")
                                                                           .read_text()))
+
+
+FILE_BLOCKS = [b for b in re.findall(r"```yaml\n(.*?)```", README, re.S) if re.match(r"# (experiments/\S+\.yaml)", b)]
+
+
+@pytest.mark.parametrize("block", FILE_BLOCKS, ids=lambda b: re.match(r"# (\S+)", b).group(1))
+def test_readme_yaml_blocks_naming_a_file_match_it(block):
+    import yaml
+    from netsim.config import parse_spec
+    name = re.match(r"# (experiments/\S+\.yaml)", block).group(1)
+    assert parse_spec(yaml.safe_load(block)) == parse_spec(yaml.safe_load((ROOT / name).read_text()))
+
+
+def test_readme_cites_only_shipped_experiments():
+    for name in set(re.findall(r"experiments/[\w.-]+\.yaml", README)):
+        assert (ROOT / name).is_file(), name

@@ -1,10 +1,11 @@
 """The ideal time of a collective call on a given fabric, and a provable lower bound of it.
 
-* ``ideal``: the call on the same fabric with a **non-blocking core** (every switch-to-switch link
+* ``ideal``: the call *alone* on the same fabric with a **non-blocking core** (every switch-to-switch link
   unbounded, each connection spread over all its equal-cost paths): only NICs, PCIe and NVLink
   limit it. On a uniform non-blocking fabric this is the algorithm's closed form (ring allreduce
   ``2(n-1)(alpha + M/(nB))``, ...; tested for every algorithm). ``slowdown = duration / ideal``
-  is what the core and the routing policy cost.
+  is what the core, the routing policy and concurrent traffic cost. (Fair sharing has timing
+  anomalies: a contended run can come in slightly under this; never under the bound.)
 * ``bound``: the larger of two provable lower bounds: the algorithm re-run with its real
   dependencies and FIFO connections but every message at its pair's best rate and never sharing
   (:class:`netsim.engine.ideal.IdealFabric`), and the bytes that must cross each host-edge link over
