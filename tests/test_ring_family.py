@@ -75,3 +75,28 @@ def test_yaml_ops_and_chunk(tmp_path):
     assert coll.op == "broadcast" and coll.busbw_Bps == pytest.approx(coll.algbw_Bps)
     flows = pd.read_parquet(out / "flows.parquet")
     assert flows["size_bytes"].max() == 512 * 1024 and len(flows) == 15 * 8  # 15 hops x 8 chunks of 4 MiB
+
+
+@pytest.mark.parametrize("op, steps", [("allreduce", lambda n: 2 * (n - 1)), ("reduce_scatter", lambda n: n - 1),
+                                       ("allgather", lambda n: n - 1)])
+@pytest.mark.parametrize("n", [2, 3, 8])
+@pytest.mark.parametrize("chunks", [1, 2, 4, 16])
+@pytest.mark.parametrize("size", [64 * 1024, 64 * MiB])  # latency-bound and bandwidth-bound slices
+def test_sliced_ring_pipelines_across_steps(op, steps, n, chunks, size):
+    from netsim.collectives import get_algorithm
+    s = steps(n)
+    p = size / (n * chunks) / GB  # one slice's transfer time
+    t, fab = _run(get_algorithm(op, "ring"), n, size, chunk_bytes=size / (n * chunks))
+    # slice c of step k waits for slice c of step k-1 (p + alpha) and for the connection (C slices per step)
+    expected = (s - 1) * max(chunks * p, p + ALPHA) + chunks * p + ALPHA
+    assert t == pytest.approx(expected, rel=1e-9)
+    assert fab.stats["flows"] == n * s * chunks
+
+
+def test_slicing_hides_the_ring_latency():
+    n, size = 8, 4 * MiB
+    plain, _ = _run(ring_reduce_scatter, n, size)
+    sliced, _ = _run(ring_reduce_scatter, n, size, chunk_bytes=size / n / 16)
+    bandwidth = (n - 1) * size / (n * GB)
+    assert plain == pytest.approx(bandwidth + (n - 1) * ALPHA, rel=1e-9)
+    assert sliced == pytest.approx(bandwidth + ALPHA, rel=1e-9)  # alpha paid once, not n-1 times

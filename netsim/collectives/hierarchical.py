@@ -30,7 +30,8 @@ def hierarchical_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequenc
        (GPU i of every host: rail i, NIC i).
     3. Ring allgather of M over each host's GPUs.
 
-    Each rank starts a phase as soon as its own previous phase is done (no barrier). On a
+    Each rank starts a phase as soon as its own previous phase is done (no barrier). ``chunk_bytes``
+    slices every ring step (see :func:`netsim.collectives.ring.ring_allreduce`). On a
     non-blocking fabric: ``2(g-1)(a_i + M/(g B_i)) + 2(H-1)(a_n + M/(g H B_n))``.
     Every host must contribute the same number of GPUs.
     """
@@ -44,17 +45,19 @@ def hierarchical_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequenc
     # Phase 1: intra-host reduce-scatter (channels 0..), per host.
     phase1: dict[int, simpy.Event] = {}
     for grp in groups:
-        phase1.update(ring_processes(env, fabric, grp, size_bytes, g - 1, channels=channels, job=job, comm=comm))
+        phase1.update(ring_processes(env, fabric, grp, size_bytes, g - 1, channels=channels, job=job, comm=comm,
+                                     chunk_bytes=chunk_bytes))
     # Phase 2: inter-host allreduce of M/g per local index (distinct channel ids: distinct connections).
     phase2: dict[int, simpy.Event] = {}
     base = channels
     for i in range(g):
         rail = [grp[i] for grp in groups]
         phase2.update(ring_processes(env, fabric, rail, size_bytes / g, 2 * (len(groups) - 1), channels=channels,
-                                     job=job, comm=comm, channel_base=base, ready=phase1))
+                                     job=job, comm=comm, channel_base=base, ready=phase1,
+                                     chunk_bytes=chunk_bytes))
     # Phase 3: intra-host allgather.
     done = []
     for grp in groups:
         done += ring_processes(env, fabric, grp, size_bytes, g - 1, channels=channels, job=job, comm=comm,
-                               channel_base=2 * channels, ready=phase2).values()
+                               channel_base=2 * channels, ready=phase2, chunk_bytes=chunk_bytes).values()
     yield env.all_of(done)

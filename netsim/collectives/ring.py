@@ -14,21 +14,33 @@ from netsim.routing.base import Connection
 
 def _ring_rank(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], rank: int, steps: int,
                piece_bytes: float, arrivals: Arrivals, conn: Connection,
-               ready: simpy.Event | None = None) -> Generator:
+               ready: simpy.Event | None = None, chunks: int = 1) -> Generator:
     """Rank ``rank``: send step k to its successor once step k-1 from its predecessor has arrived.
 
-    With ``ready``, the rank starts only once that event has fired (its data is ready).
+    With ``chunks`` > 1 each step's piece goes as that many slices, and slice c of step k leaves
+    as soon as slice c of step k-1 has arrived (NCCL's pipelining). With ``ready``, the rank starts
+    only once that event has fired (its data is ready).
     """
     succ = (rank + 1) % len(gpus)
     src, dst = gpus[rank], gpus[succ]
     meet = arrivals.meet
     if ready is not None:
         yield ready
+    if chunks == 1:
+        for k in range(steps):
+            if k:
+                yield meet(rank, k - 1)
+            fabric.send(src, dst, piece_bytes, conn, event=meet(succ, k))
+        yield meet(rank, steps - 1)
+        return
+    piece = piece_bytes / chunks
     for k in range(steps):
-        if k:
-            yield meet(rank, k - 1)
-        fabric.send(src, dst, piece_bytes, conn, event=meet(succ, k))
-    yield meet(rank, steps - 1)
+        for c in range(chunks):
+            if k:
+                yield meet(rank, (k - 1) * chunks + c)
+            fabric.send(src, dst, piece, conn, event=meet(succ, k * chunks + c))
+    for c in range(chunks):
+        yield meet(rank, (steps - 1) * chunks + c)
 
 
 def channel_ring(gpus: Sequence[int], gpu_host: Sequence[int], channel: int) -> list[int]:
@@ -56,16 +68,19 @@ def channel_ring(gpus: Sequence[int], gpu_host: Sequence[int], channel: int) -> 
 
 def ring_processes(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, steps: int,
                    *, channels: int = 1, job: int = 0, comm: int = 0, channel_base: int = 0,
-                   ready: dict[int, simpy.Event] | None = None) -> dict[int, simpy.Event]:
+                   ready: dict[int, simpy.Event] | None = None,
+                   chunk_bytes: float | None = None) -> dict[int, simpy.Event]:
     """Start ``steps`` ring steps of ``size_bytes / (n * channels)`` per channel; per GPU, its done event.
 
     ``ready`` maps a GPU to an event its ranks wait for before their first send (per-rank
     dependencies between phases, no barrier). Connections use channels ``channel_base + c``.
+    ``chunk_bytes`` cuts each step's piece into slices that pipeline across steps.
     """
     n = len(gpus)
     if n < 2:
         return {g: ready[g] if ready and g in ready else env.timeout(0) for g in gpus}
     piece = size_bytes / (n * channels)
+    chunks = max(1, math.ceil(piece / chunk_bytes)) if chunk_bytes else 1
     per_gpu: dict[int, list[simpy.Event]] = {g: [] for g in gpus}
     for c in range(channels):
         order = channel_ring(gpus, fabric.topology.gpu_host, c)
@@ -74,16 +89,17 @@ def ring_processes(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
             conn = Connection(order[r], order[(r + 1) % n], channel_base + c, job, comm)
             start = ready.get(order[r]) if ready else None
             per_gpu[order[r]].append(env.process(_ring_rank(env, fabric, order, r, steps, piece, arrivals, conn,
-                                                            start)))
+                                                            start, chunks)))
     return {g: evs[0] if len(evs) == 1 else env.all_of(evs) for g, evs in per_gpu.items()}
 
 
 def ring(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, steps: int,
-         *, channels: int = 1, job: int = 0, comm: int = 0) -> Generator:
+         *, channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
     """Run ``steps`` ring steps of ``size_bytes / (n * channels)`` on each channel (shared core)."""
     if len(gpus) < 2:
         return
-    yield env.all_of(list(ring_processes(env, fabric, gpus, size_bytes, steps, channels=channels, job=job, comm=comm).values()))
+    yield env.all_of(list(ring_processes(env, fabric, gpus, size_bytes, steps, channels=channels, job=job, comm=comm,
+                                         chunk_bytes=chunk_bytes).values()))
 
 
 @register_algorithm("ring", "allreduce")
@@ -94,7 +110,9 @@ def ring_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
     With ``channels`` > 1 the buffer is split over that many parallel rings, each on its own
     connections (its own ECMP hash) and leaving each host through its own GPU/NIC
     (:func:`channel_ring`), as NCCL does. On a non-blocking fabric the time is
-    ``2(n-1)(alpha + M/(n B))``.
+    ``2(n-1)(alpha + M/(n B))``. With ``chunk_bytes`` each step's piece p = M/(n C) goes as C
+    slices that pipeline across steps: ``(S-1) max(C p/B, p/B + alpha) + C p/B + alpha`` for
+    S = 2(n-1) steps, so a large enough C pays alpha about once instead of S times.
 
     Examples
     --------
@@ -110,7 +128,8 @@ def ring_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
     >>> round(env.now, 9)   # 2*(4-1) steps of 1e9 bytes at 1e9 B/s
     6.0
     """
-    yield from ring(env, fabric, gpus, size_bytes, 2 * (len(gpus) - 1), channels=channels, job=job, comm=comm)
+    yield from ring(env, fabric, gpus, size_bytes, 2 * (len(gpus) - 1), channels=channels, job=job, comm=comm,
+                     chunk_bytes=chunk_bytes)
 
 
 @register_algorithm("ring", "reduce_scatter")
@@ -120,7 +139,8 @@ def ring_reduce_scatter(env: simpy.Environment, fabric: Fabric, gpus: Sequence[i
 
     Non-blocking time ``(n-1)(alpha + M/(n B))``.
     """
-    yield from ring(env, fabric, gpus, size_bytes, len(gpus) - 1, channels=channels, job=job, comm=comm)
+    yield from ring(env, fabric, gpus, size_bytes, len(gpus) - 1, channels=channels, job=job, comm=comm,
+                     chunk_bytes=chunk_bytes)
 
 
 @register_algorithm("ring", "allgather")
@@ -130,7 +150,8 @@ def ring_allgather(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
 
     Non-blocking time ``(n-1)(alpha + M/(n B))``.
     """
-    yield from ring(env, fabric, gpus, size_bytes, len(gpus) - 1, channels=channels, job=job, comm=comm)
+    yield from ring(env, fabric, gpus, size_bytes, len(gpus) - 1, channels=channels, job=job, comm=comm,
+                     chunk_bytes=chunk_bytes)
 
 
 def _chain_rank(fabric: Fabric, order: Sequence[int], i: int, chunks: int, chunk: float,
