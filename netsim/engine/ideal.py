@@ -22,7 +22,8 @@ import numpy as np
 import simpy
 
 from netsim.engine.fabric import Fabric, _schedule
-from netsim.routing.base import Connection, Routes
+from netsim.routing.base import Connection
+from netsim.routing.spray import Spray
 from netsim.topology import LINK_KINDS, Topology
 
 #: Switch-to-switch link kinds: the core that the ideal treats as non-blocking.
@@ -34,21 +35,9 @@ def core_mask(topology: Topology) -> np.ndarray:
     return np.isin(topology.links.kind, [LINK_KINDS.index(k) for k in CORE_KINDS])
 
 
-class SprayAll:
-    """Routing of the non-blocking fabric: every connection evenly over all its equal-cost paths."""
-
-    def __init__(self, topology: Topology):
-        self.topology = topology
-
-    def paths(self, connection: Connection) -> Routes:
-        """All equal-cost paths of ``connection``, equal shares."""
-        candidates = self.topology.paths(connection.src, connection.dst)
-        return [(p, 1.0 / len(candidates)) for p in candidates]
-
-
 def nonblocking_fabric(env: simpy.Environment, topology: Topology, completion_tolerance_s: float = 1e-9) -> Fabric:
     """A Fabric on ``topology`` whose switching core never limits a flow (see the module docstring)."""
-    return Fabric(env, topology, SprayAll(topology), completion_tolerance_s=completion_tolerance_s,
+    return Fabric(env, topology, Spray(topology), completion_tolerance_s=completion_tolerance_s,
                   record_flows=False, unbounded_links=core_mask(topology))
 
 
