@@ -26,13 +26,6 @@ def _ring_rank(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], rank
     meet = arrivals.meet
     if ready is not None:
         yield ready
-    if chunks == 1:
-        for k in range(steps):
-            if k:
-                yield meet(rank, k - 1)
-            fabric.send(src, dst, piece_bytes, conn, event=meet(succ, k))
-        yield meet(rank, steps - 1)
-        return
     piece = piece_bytes / chunks
     for k in range(steps):
         for c in range(chunks):
