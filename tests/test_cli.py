@@ -92,7 +92,7 @@ BAD = [
     ("missing file", None, "file not found", ""),
     ("yaml syntax", "name: x\ntopology: [1, 2\n", "YAML syntax error", ":3"),
     ("unknown key", small_spec(**{"topology.colour": "red"}), "unknown key", "topology.colour"),
-    ("unknown routing", small_spec(routing="ecmpp"), "unknown routing policy 'ecmpp'; valid: adaptive, ecmp, minimal, spray, ugal, valiant", "routing"),
+    ("unknown routing", small_spec(routing="ecmpp"), "unknown routing policy 'ecmpp'; valid: adaptive, c4p, ecmp, ethereal, min-split, minimal, split, spray, table, ugal, valiant", "routing"),
     ("unknown placement", small_spec(placement="best"), "valid: random, sequential", "placement"),
     ("unknown algorithm", small_spec(**{"workload.algorithm": "rign"}), "valid: direct, halving_doubling, hierarchical, recursive_doubling, ring, star, tree", "workload.algorithm"),
     ("unknown op", small_spec(**{"workload.op": "allsum"}), "unknown collective op", "workload.op"),

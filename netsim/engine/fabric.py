@@ -20,7 +20,10 @@ from simpy.events import NORMAL
 
 from netsim.routing.base import Connection, RoutingPolicy, Routes
 from netsim.solver import progressive_filling, progressive_filling_lists
-from netsim.topology import Topology
+from netsim.topology import LINK_KINDS, Topology
+
+#: Switch-to-switch link kinds (the core): where congestion is measured and what an ideal unbounds.
+CORE_KINDS = ("up", "down", "local", "global")
 
 #: SimPy priority of the per-instant flush: after every NORMAL event of the same instant.
 FLUSH_PRIORITY = NORMAL + 1
@@ -51,10 +54,10 @@ class _Flow:
     """One message in flight: its incidence, progress and completion event."""
 
     __slots__ = ("fid", "conn", "size", "links", "weights", "link_list", "weight_list", "solo", "delay", "n_paths",
-                 "cap",
-                 "start", "remaining", "rate", "t_upd", "version", "event")
+                 "cap", "start", "remaining", "rate", "t_upd", "version", "event", "routes", "acct", "offered",
+                 "parent", "index", "pending", "arrive", "demand", "spray")
 
-    def __init__(self, fid: int, conn: Connection, size: float, cap: float, start: float, event: simpy.Event):
+    def __init__(self, fid: int, conn: Connection, size: float, cap: float, start: float, event: simpy.Event | None):
         self.fid = fid
         self.conn = conn
         self.size = size
@@ -65,6 +68,10 @@ class _Flow:
         self.t_upd = start
         self.version = 0
         self.event = event
+        self.acct = 0.0  # bytes already added to link byte counters (before a reroute)
+        self.parent: _Flow | None = None  # the message a sub-flow belongs to
+        self.index = 0  # which entry of the message's routes a sub-flow carries
+        self.offered = ()  # (link, offered B/s) pairs this flow adds to the offered-load counters
 
 
 class Fabric:
@@ -107,7 +114,7 @@ class Fabric:
     def __init__(self, env: simpy.Environment, topology: Topology, routing: RoutingPolicy, *,
                  solver: Callable[..., np.ndarray] = progressive_filling,
                  completion_tolerance_s: float = 1e-9, record_flows: bool = True, small_component: int = 24,
-                 unbounded_links: np.ndarray | None = None):
+                 unbounded_links: np.ndarray | None = None, track_congestion: bool = True):
         self.env = env
         self._unbounded = unbounded_links
         self.topology = topology
@@ -117,10 +124,14 @@ class Fabric:
         self.record_flows = record_flows
         self.small_component = small_component
         n_links = len(topology.links)
+        #: Nominal capacity of each link (faults change the current one, ``current_capacity_Bps``).
         self.capacity_Bps = topology.links.capacity_Bps.copy()
+        self._cap_arr = self.capacity_Bps.copy()
+        self._independent = bool(getattr(routing, "independent", False))
         # perf: per-link state lives in Python lists; flushes touch a handful of links each and
         # scalar list access is ~10x cheaper than numpy scalar indexing. Arrays via properties.
         self._cap = self.capacity_Bps.tolist()
+        self._nominal = self.capacity_Bps.tolist()
         self._bytes = [0.0] * n_links
         self._busy = [0.0] * n_links
         self._peak = [0.0] * n_links
@@ -137,8 +148,25 @@ class Fabric:
         self._timer_at = math.inf
         self._timer_token = 0
         self._next_fid = 0
+        self._starting: list[_Flow] = []
+        self._actions: list[Callable[[float, set[int]], None]] = []
         self.flow_records: list[tuple] = []
-        self.stats = {"flows": 0, "solver_calls": 0, "solved_flows": 0, "max_component": 0, "flushes": 0}
+        #: Sub-flows (queue pairs) per connection: the most any of its messages was split into.
+        self.queue_pairs: dict[Connection, int] = {}
+        self.bytes_posted: defaultdict[Connection, float] = defaultdict(float)
+        self.bytes_delivered: defaultdict[Connection, float] = defaultdict(float)
+        self.stats = {"flows": 0, "solver_calls": 0, "solved_flows": 0, "max_component": 0, "flushes": 0,
+                      "subflows": 0, "reroutes": 0}
+        # Offered load (what active messages would push if the core did not limit them) on
+        # switch-to-switch links, under this policy and under ideal spraying of the same messages.
+        self.track_congestion = track_congestion
+        kinds = [LINK_KINDS.index(k) for k in CORE_KINDS]
+        self._core = np.isin(topology.links.kind, kinds)
+        self._offered = [0.0] * n_links
+        self._offered_peak = [0.0] * n_links
+        self._spray_offered = [0.0] * n_links
+        self._spray_peak = [0.0] * n_links
+        self._spray_cache: dict[tuple[int, int], list[tuple[int, float]]] = {}
 
     # ----------------------------------------------------------------- public API
     def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
@@ -166,6 +194,7 @@ class Fabric:
         conn = connection if connection is not None else Connection(src, dst)
         flow = _Flow(self._next_fid, conn, float(size_bytes), cap_Bps, self.env.now, event)
         self._next_fid += 1
+        self.bytes_posted[conn] += flow.size
         queue = self._conn_queue.get(conn)
         if queue is not None:
             queue.append(flow)  # the connection is busy: wait in its send queue
@@ -175,9 +204,33 @@ class Fabric:
         self._arm_flush()
         return event
 
+    def set_capacity(self, capacities: dict[int, float]) -> None:
+        """Give links new capacities (B/s; 0 = down) from this instant on; flows on them are re-solved.
+
+        Routing does not react: a policy learns of faults through :meth:`routing_changed`.
+        """
+        changes = {int(k): float(v) for k, v in capacities.items()}
+        self._actions.append(lambda now, seeds: self._apply_capacity(changes, now, seeds))
+        self._arm_flush()
+
+    def routing_changed(self, state: dict[int, float]) -> None:
+        """Tell the routing policy the links it now knows to be down (0) or degraded (fraction of nominal).
+
+        In-flight messages whose routes the policy then changes continue on their new routes
+        with the bytes they have left (bytes already carried stay counted on the old links).
+        """
+        state = dict(state)
+        self._actions.append(lambda now, seeds: self._reroute(state, now, seeds))
+        self._arm_flush()
+
+    @property
+    def current_capacity_Bps(self) -> np.ndarray:
+        """Capacity of each link now (nominal unless a fault changed it)."""
+        return self._cap_arr.copy()
+
     @property
     def link_bytes(self) -> np.ndarray:
-        """Bytes each link has carried (completed messages)."""
+        """Bytes each link has carried (completed messages, and the carried part of rerouted ones)."""
         return np.array(self._bytes)
 
     @property
@@ -187,7 +240,7 @@ class Fabric:
 
     @property
     def link_peak_util(self) -> np.ndarray:
-        """Highest load / capacity each link reached."""
+        """Highest load / nominal capacity each link reached."""
         return np.array(self._peak)
 
     @property
@@ -196,9 +249,29 @@ class Fabric:
         return np.array(self._load)
 
     @property
+    def offered_peak(self) -> np.ndarray:
+        """Per link, the peak over time of offered load / nominal capacity (switch-to-switch links only).
+
+        A message offers the rate its own edge (NIC port, PCIe) allows it, spread over its routes:
+        the load the link would see if the core never slowed anyone down. Above 1 means the
+        policy put more on the link than it can carry (congestion, as in the spraying paper).
+        """
+        return np.array(self._offered_peak)
+
+    @property
+    def spray_offered_peak(self) -> np.ndarray:
+        """:attr:`offered_peak` had every message been sprayed evenly over all its equal-cost paths."""
+        return np.array(self._spray_peak)
+
+    @property
     def active_flows(self) -> int:
         """Number of messages currently transmitting."""
-        return len(self._flows)
+        return len({id(f.parent) if f.parent is not None else id(f) for f in self._flows.values()})
+
+    @property
+    def undelivered(self) -> int:
+        """Messages posted but not yet drained (transmitting, queued, or about to start)."""
+        return len(self._flows) + len(self._pending) + len(self._starting) + sum(map(len, self._conn_queue.values()))
 
     def finalize(self) -> None:
         """Close link busy-time accounting at the current time (call once the simulation ended)."""
@@ -217,7 +290,7 @@ class Fabric:
             _schedule(self.env, ev, 0.0, FLUSH_PRIORITY)
 
     def _flush(self, _event: simpy.Event) -> None:
-        """Apply this instant's completions and new sends, then re-solve what they touched."""
+        """Apply this instant's completions, faults and new sends, then re-solve what they touched."""
         self._flush_armed = False
         self.stats["flushes"] += 1
         now = self.env.now
@@ -225,29 +298,41 @@ class Fabric:
         drained, self._drained = self._drained, []
         for flow in drained:
             self._complete(flow, now, seeds)
-        pending, self._pending = self._pending, []
-        if pending:
-            plan = getattr(self.routing, "plan", None)
+        if self._actions:
+            actions, self._actions = self._actions, []
+            for action in actions:
+                action(now, seeds)
+        # Messages starting now: those behind a drained one on their connection, then new ones.
+        starting = self._starting + self._pending
+        self._starting, self._pending = [], []
+        plan = getattr(self.routing, "plan", None)
+        while starting:
             if plan is not None:
-                plan([f.conn for f in pending])
-            for flow in pending:
+                plan([f.conn for f in starting])
+            for flow in starting:
                 self._admit(flow, now, seeds)
+            starting, self._starting = self._starting, []  # behind empty messages: start now too
         if seeds:
             self._resolve(seeds, now)
         self._arm_timer()
 
-    def _incidence(self, conn: Connection) -> tuple:
-        """(links, weights, link list, weight list, delay, solo rate, n_paths) of ``conn``, cached per routes."""
-        routes = self.routing.paths(conn)
-        cached = self._routes_cache.get(conn)
+    def _incidence(self, key, routes: Routes, index: int | None = None) -> tuple:
+        """Incidence of ``routes`` (or of its entry ``index`` alone, as a whole flow), cached per key and routes.
+
+        Returns (links, weights, link list, weight list, delay, solo rate, n_paths, edge rate, core
+        (link, weight) pairs).
+        """
+        cached = self._routes_cache.get(key)
         if cached is not None and cached[0] is routes:
             return cached[1]
-        if len(routes) == 1:
-            links = np.array(routes[0][0], dtype=np.int64)
+        conn = key[0] if index is not None else key
+        use = [(routes[index][0], 1.0)] if index is not None else routes
+        if len(use) == 1:
+            links = np.array(use[0][0], dtype=np.int64)
             weights = np.ones(len(links))
         else:
-            all_links = np.concatenate([np.asarray(p, dtype=np.int64) for p, _ in routes])
-            fractions = np.concatenate([np.full(len(p), frac) for p, frac in routes])
+            all_links = np.concatenate([np.asarray(p, dtype=np.int64) for p, _ in use])
+            fractions = np.concatenate([np.full(len(p), frac) for p, frac in use])
             links, inverse = np.unique(all_links, return_inverse=True)
             weights = np.bincount(inverse, weights=fractions)
             keep = weights > 0
@@ -255,24 +340,88 @@ class Fabric:
         if self._unbounded is not None:
             keep = ~self._unbounded[links]
             links, weights = links[keep], weights[keep]
-        latency = max(self.topology.path_latency_s(p) for p, frac in routes if frac > 0)
+        latency = max(self.topology.path_latency_s(p) for p, frac in use if frac > 0)
         delay = latency + self.topology.message_overhead_s(conn.src, conn.dst)
         link_list, weight_list = links.tolist(), weights.tolist()
         # Rate the flow would get alone: its single-flow component is solved without numpy.
-        solo = min((self._cap[lk] / w for lk, w in zip(link_list, weight_list)), default=math.inf)
-        entry = (links, weights, link_list, weight_list, delay, solo, len(routes))
-        self._routes_cache[conn] = (routes, entry)
+        cap = self._cap
+        solo = min((cap[lk] / w for lk, w in zip(link_list, weight_list)), default=math.inf)
+        edge, core_pairs = math.inf, ()
+        if self.track_congestion:
+            core = self._core
+            edge = min((cap[lk] / w for lk, w in zip(link_list, weight_list) if not core[lk]), default=math.inf)
+            core_pairs = tuple((lk, w) for lk, w in zip(link_list, weight_list) if core[lk])
+        entry = (links, weights, link_list, weight_list, delay, solo, len(use), edge, core_pairs)
+        self._routes_cache[key] = (routes, entry)
         return entry
 
+    def _spray_pairs(self, src: int, dst: int) -> list[tuple[int, float]]:
+        """Core (link, weight) pairs of ``src -> dst`` sprayed evenly over all its equal-cost paths."""
+        key = (src, dst)
+        pairs = self._spray_cache.get(key)
+        if pairs is None:
+            paths = self.topology.paths(src, dst)
+            share: dict[int, float] = defaultdict(float)
+            for p in paths:
+                for lk in p:
+                    if self._core[lk]:
+                        share[lk] += 1.0 / len(paths)
+            pairs = self._spray_cache[key] = sorted(share.items())
+        return pairs
+
+    def _offer(self, pairs, demand: float, sign: float, peaks: list[float] | None, offered: list[float]) -> None:
+        nominal = self._nominal
+        for lk, w in pairs:
+            offered[lk] += sign * w * demand
+            if peaks is not None:
+                r = offered[lk] / nominal[lk]
+                if r > peaks[lk]:
+                    peaks[lk] = r
+
     def _admit(self, flow: _Flow, now: float, seeds: set[int]) -> None:
-        (flow.links, flow.weights, flow.link_list, flow.weight_list, flow.delay, flow.solo,
-         flow.n_paths) = self._incidence(flow.conn)
+        conn = flow.conn
+        routes = self.routing.paths(conn)
+        flow.routes = routes
         flow.t_upd = now
         self.stats["flows"] += 1
-        if flow.size == 0 or not flow.link_list:
-            self._finish(flow, now)
-            self._next_on_connection(flow.conn, now, seeds)
+        entry = self._incidence(conn, routes)
+        split = self._independent and len(routes) > 1 and flow.size > 0 and entry[2]
+        n_sub = len(routes) if split else 1
+        if self.queue_pairs.get(conn, 0) < n_sub:
+            self.queue_pairs[conn] = n_sub
+        if self.track_congestion:
+            flow.demand = min(flow.cap, entry[7])
+            flow.spray = self._spray_pairs(conn.src, conn.dst)
+            self._offer(flow.spray, flow.demand, 1.0, self._spray_peak, self._spray_offered)
+        if not split:
+            self._place(flow, entry, now, seeds)
             return
+        flow.pending, flow.arrive, flow.n_paths = 0, now, n_sub
+        for i, (_path, frac) in enumerate(routes):
+            if frac <= 0:
+                continue
+            child = _Flow(self._next_fid, conn, flow.size * frac, flow.cap * frac, flow.start, None)
+            self._next_fid += 1
+            child.parent, child.index, child.routes = flow, i, routes
+            if self.track_congestion:
+                child.demand = flow.demand * frac
+            flow.pending += 1
+            self.stats["subflows"] += 1
+            self._place(child, self._incidence((conn, i), routes, i), now, seeds)
+
+    def _place(self, flow: _Flow, entry: tuple, now: float, seeds: set[int]) -> None:
+        """Give ``flow`` the incidence ``entry`` and put it on its links (or finish it if it needs none)."""
+        (flow.links, flow.weights, flow.link_list, flow.weight_list, flow.delay, flow.solo,
+         n_paths, _edge, core_pairs) = entry
+        if flow.parent is None:
+            flow.n_paths = n_paths
+        flow.t_upd = now
+        if flow.size == 0 or not flow.link_list:
+            self._done(flow, now, seeds)
+            return
+        if self.track_congestion:
+            flow.offered = core_pairs
+            self._offer(core_pairs, flow.demand, 1.0, self._offered_peak, self._offered)
         self._flows[flow.fid] = flow
         for link in flow.link_list:
             self._link_flows[link].add(flow.fid)
@@ -283,27 +432,105 @@ class Fabric:
         for link in flow.link_list:
             self._link_flows[link].discard(flow.fid)
         seeds.update(flow.link_list)
-        size, link_bytes = flow.size, self._bytes
+        size, link_bytes = flow.size - flow.acct, self._bytes
         for link, w in zip(flow.link_list, flow.weight_list):
             link_bytes[link] += size * w
-        self._finish(flow, now)
-        self._next_on_connection(flow.conn, now, seeds)
+        if self.track_congestion:
+            self._offer(flow.offered, flow.demand, -1.0, None, self._offered)
+        self._done(flow, now, seeds)
 
-    def _next_on_connection(self, conn: Connection, now: float, seeds: set[int]) -> None:
-        """Start the next queued message of ``conn``, or mark the connection idle."""
+    def _done(self, flow: _Flow, now: float, seeds: set[int]) -> None:
+        """``flow`` has drained: finish its message (a sub-flow: once its siblings have drained too)."""
+        parent = flow.parent
+        if parent is not None:
+            parent.pending -= 1
+            arrive = now + flow.delay
+            if arrive > parent.arrive:
+                parent.arrive = arrive
+            if parent.pending:
+                return
+            parent.delay = parent.arrive - now
+            flow = parent
+        self._finish(flow, now)
+        self._next_on_connection(flow.conn)
+
+    def _next_on_connection(self, conn: Connection) -> None:
+        """Start the next queued message of ``conn`` in this instant, or mark the connection idle."""
         queue = self._conn_queue[conn]
         if queue:
-            self._admit(queue.popleft(), now, seeds)
+            self._starting.append(queue.popleft())
         else:
             del self._conn_queue[conn]
 
     def _finish(self, flow: _Flow, now: float) -> None:
         end = now + flow.delay
         _schedule(self.env, flow.event, flow.delay)
+        self.bytes_delivered[flow.conn] += flow.size
+        if self.track_congestion:
+            self._offer(flow.spray, flow.demand, -1.0, None, self._spray_offered)
         if self.record_flows:
             c = flow.conn
             self.flow_records.append((flow.fid, c.label(), c.src, c.dst, c.channel, c.job, flow.size,
                                       flow.start, end, flow.n_paths))
+
+    # ----------------------------------------------------------------- faults
+    def _apply_capacity(self, changes: dict[int, float], now: float, seeds: set[int]) -> None:
+        for link, cap in changes.items():
+            self._cap[link] = cap
+            self._cap_arr[link] = cap
+        self._routes_cache.clear()  # cached solo/edge rates used the old capacities
+        cap_ = self._cap
+        for link in changes:
+            for fid in self._link_flows.get(link, ()):
+                flow = self._flows[fid]
+                flow.solo = min((cap_[lk] / w for lk, w in zip(flow.link_list, flow.weight_list)), default=math.inf)
+        seeds.update(changes)
+
+    def _reroute(self, state: dict[int, float], now: float, seeds: set[int]) -> None:
+        """Tell the policy about ``state``, then move every in-flight (sub-)flow whose routes changed."""
+        changed = getattr(self.routing, "links_changed", None)
+        if changed is None:
+            return
+        changed(state)
+        self._routes_cache.clear()
+        updated: dict[int, tuple[_Flow, Routes]] = {}
+        for flow in list(self._flows.values()):
+            conn, parent = flow.conn, flow.parent
+            routes = self.routing.paths(conn)
+            if parent is None:
+                if routes is flow.routes:
+                    continue
+                flow.routes = routes
+                entry = self._incidence(conn, routes)
+            else:
+                if routes is parent.routes:
+                    continue
+                updated[id(parent)] = (parent, routes)
+                index = flow.index % len(routes)
+                entry = self._incidence((conn, index), routes, index)
+            if entry[2] != flow.link_list:
+                self._move(flow, entry, now, seeds)
+        for parent, routes in updated.values():
+            parent.routes = routes
+
+    def _move(self, flow: _Flow, entry: tuple, now: float, seeds: set[int]) -> None:
+        """Reroute an in-flight flow: bytes carried so far stay on the old links, the rest takes ``entry``."""
+        flow.remaining = max(flow.remaining - flow.rate * (now - flow.t_upd), 0.0)
+        flow.t_upd = now
+        carried = flow.size - flow.remaining - flow.acct
+        link_bytes = self._bytes
+        for link, w in zip(flow.link_list, flow.weight_list):
+            link_bytes[link] += carried * w
+            self._link_flows[link].discard(flow.fid)
+        flow.acct += carried
+        seeds.update(flow.link_list)
+        if self.track_congestion:
+            self._offer(flow.offered, flow.demand, -1.0, None, self._offered)
+        del self._flows[flow.fid]
+        flow.version += 1  # its pending completion time is stale
+        flow.rate = 0.0
+        self.stats["reroutes"] += 1
+        self._place(flow, entry, now, seeds)
 
     # ----------------------------------------------------------------- rates
     def _components(self, seeds: set[int]) -> list[list[_Flow]]:
@@ -366,7 +593,7 @@ class Fabric:
             entry_w = np.concatenate([f.weights for f in comp])
             entry_f = np.repeat(np.arange(n), [len(f.link_list) for f in comp])
             caps = np.array([f.cap for f in comp])
-            rate_arr = self.solver(entry_f, local, entry_w, self.capacity_Bps[touched], n, caps)
+            rate_arr = self.solver(entry_f, local, entry_w, self._cap_arr[touched], n, caps)
             loads = np.bincount(local, weights=entry_w * rate_arr[entry_f], minlength=len(touched))
             self.stats["solver_calls"] += 1
             rates = rate_arr.tolist()
@@ -383,7 +610,7 @@ class Fabric:
 
     def _set_loads(self, pairs, now: float) -> None:
         """Set new loads on links, closing their busy-time interval and raising their peaks."""
-        load_, t_, busy_, peak_, cap_ = self._load, self._link_t, self._busy, self._peak, self._cap
+        load_, t_, busy_, peak_, cap_ = self._load, self._link_t, self._busy, self._peak, self._nominal
         for link, load in pairs:
             if load_[link] > 0:
                 busy_[link] += now - t_[link]

@@ -21,13 +21,11 @@ import networkx as nx
 import numpy as np
 import simpy
 
-from netsim.engine.fabric import Fabric, _schedule
+from netsim.engine.fabric import CORE_KINDS, Fabric, _schedule
 from netsim.routing.base import Connection
 from netsim.routing.spray import Spray
 from netsim.topology import LINK_KINDS, Topology
 
-#: Switch-to-switch link kinds: the core that the ideal treats as non-blocking.
-CORE_KINDS = ("up", "down", "local", "global")
 
 
 def core_mask(topology: Topology) -> np.ndarray:
@@ -38,7 +36,7 @@ def core_mask(topology: Topology) -> np.ndarray:
 def nonblocking_fabric(env: simpy.Environment, topology: Topology, completion_tolerance_s: float = 1e-9) -> Fabric:
     """A Fabric on ``topology`` whose switching core never limits a flow (see the module docstring)."""
     return Fabric(env, topology, Spray(topology), completion_tolerance_s=completion_tolerance_s,
-                  record_flows=False, unbounded_links=core_mask(topology))
+                  record_flows=False, unbounded_links=core_mask(topology), track_congestion=False)
 
 
 class PairModel:

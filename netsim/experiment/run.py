@@ -12,6 +12,8 @@ import numpy as np
 from netsim.collectives import CollectiveRecord
 from netsim.config import ExperimentSpec, LinkSpec
 from netsim.engine import Environment, Fabric
+from netsim.errors import NetsimError
+from netsim.engine.faults import fault_process, resolve_faults
 from netsim.placement import make_placement
 from netsim.routing import make_routing
 from netsim.topology import Topology, leaf_spine
@@ -102,8 +104,20 @@ def simulate(spec: ExperimentSpec, topology: Topology, gpus: np.ndarray, routing
     records: list[CollectiveRecord] = []
     plan = plan or plan_workload(spec.workload, gpus.tolist())
     ideal = IdealModel(topology, spec.engine.completion_tolerance) if spec.engine.ideal else None
-    env.process(run_workload(env, fabric, plan, records=records, ideal=ideal))
-    env.run()
+    work = env.process(run_workload(env, fabric, plan, records=records, ideal=ideal))
+    faults = resolve_faults(spec.faults, topology)
+    if faults:
+        env.process(fault_process(env, fabric, faults))
+    try:
+        env.run(until=work)  # faults scheduled after the work has ended do not stretch the run
+    except RuntimeError:
+        if work.triggered:
+            raise
+    if not work.triggered or fabric.undelivered:
+        down = [topology.link_name(int(i)) for i in np.flatnonzero(fabric.current_capacity_Bps == 0)]
+        raise NetsimError(f"{fabric.undelivered} message(s) were never delivered: links stayed down with no live "
+                          f"route left ({', '.join(down[:6])}{' ...' if len(down) > 6 else ''}); schedule an "
+                          "'up' fault or fail a link with an alternative path")
     fabric.finalize()
     records.sort(key=lambda r: (r.start_s, r.step, r.iteration))
     return env, fabric, records
@@ -120,6 +134,7 @@ def prepare(spec: ExperimentSpec) -> tuple[Topology, np.ndarray]:
     gpus = place_ranks(spec, topology, _rngs(spec)[0])
     make_routing(spec.routing.type, topology, _rngs(spec)[1], spec.routing.options)  # policy fits the fabric?
     plan_workload(spec.workload, gpus.tolist())  # sub-communicator selectors fit the placed ranks?
+    resolve_faults(spec.faults, topology)  # fault targets exist?
     return topology, gpus
 
 

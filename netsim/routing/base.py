@@ -6,8 +6,13 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from netsim.errors import ConfigError, UnitError
 from netsim.registry import Registry
 from netsim.topology import Topology
+from netsim.units import parse_time
+
+#: Default routing reconvergence after a link fault (est.): how long hashed ECMP keeps using a dead path.
+DEFAULT_RECONVERGENCE = "10ms"
 
 
 class Connection(NamedTuple):
@@ -40,15 +45,66 @@ Routes = list[tuple[tuple[int, ...], float]]
 class RoutingPolicy(Protocol):
     """What every routing policy provides.
 
-    ``paths`` decides the routes of one connection. Policies that decide jointly may also define
-    ``plan(connections)``, called once with every connection opened in the same instant before
-    their ``paths`` are asked.
+    ``paths`` decides the routes of one connection. The Fabric also reads, when present:
+
+    - ``plan(connections)``: called once per simulated instant with the connections of every
+      message that starts transmitting in it, before their ``paths`` are asked (batch decisions:
+      Ethereal, C4P);
+    - ``independent``: when true, each ``(path, fraction)`` entry of a connection's routes is its
+      own sub-flow (its own queue pair, its own max-min rate), and a message completes when all
+      its sub-flows have; otherwise the entries are fixed fractions of one fluid flow (spraying);
+    - ``links_changed(state)`` and ``reaction_s``: after a fault, once ``reaction_s`` has passed,
+      the policy is told ``state`` = ``{link: capacity fraction}`` of every link it knows to be
+      down (0) or degraded; the Fabric then moves in-flight messages whose routes changed.
     """
 
     def paths(self, connection: Connection) -> Routes: ...
 
 
+class PolicyBase:
+    """Fault plumbing shared by the policies: the links they know to be down or degraded.
+
+    Subclasses set ``reaction_s`` (how long after a fault they learn of it) and call
+    :meth:`live` to drop paths over failed links from their candidates.
+    """
+
+    independent = False
+    reaction_s = 0.0
+
+    def __init__(self) -> None:
+        self.link_state: dict[int, float] = {}
+        self.failed: frozenset[int] = frozenset()
+
+    def live(self, paths: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        """``paths`` without those crossing a failed link (all of them when none is left: they stall)."""
+        if not self.failed:
+            return paths
+        alive = [p for p in paths if self.failed.isdisjoint(p)]
+        return alive or paths
+
+    def links_changed(self, state: dict[int, float]) -> None:
+        """Learn the current down (0) / degraded (fraction) links; subclasses revise their choices."""
+        self.link_state = dict(state)
+        self.failed = frozenset(link for link, frac in state.items() if frac <= 0.0)
+
+    @staticmethod
+    def revise(chosen: dict, decide) -> None:
+        """Re-decide every cached choice; replace only those that changed (the Fabric compares by identity)."""
+        for key, routes in list(chosen.items()):
+            new = decide(key)
+            if new != routes:
+                chosen[key] = new
+
+
 ROUTING: Registry[RoutingPolicy] = Registry("routing policy")
+
+
+def option_time(value, option: str) -> float:
+    """A policy's time option (``"10ms"``, seconds) in seconds; a ConfigError naming ``routing.<option>``."""
+    try:
+        return parse_time(value)
+    except UnitError as err:
+        raise ConfigError(str(err), f"routing.{option}") from None
 
 
 def make_routing(name: str, topology: Topology, rng: np.random.Generator, options: dict | None = None,

@@ -8,18 +8,25 @@ from collections import defaultdict
 import numpy as np
 
 from netsim.errors import ConfigError
-from netsim.routing.base import ROUTING, Connection, Routes
+from netsim.routing.base import DEFAULT_RECONVERGENCE, ROUTING, Connection, PolicyBase, Routes, option_time
 from netsim.topology import LINK_KINDS, Topology
 
 SWITCH_LINK_KINDS = ("local", "global")
 
 
-class _Dragonfly:
-    """Shared machinery: per-connection random streams, Valiant paths, connection load per link."""
+class _Dragonfly(PolicyBase):
+    """Shared machinery: per-connection random streams, Valiant paths, connection load per link.
+
+    Faults: ``reconvergence`` after a link fails, connections over it are decided again with the
+    failed links' paths left out (minimal candidates filtered; a Valiant path over a dead link
+    falls back to a live minimal one).
+    """
 
     name = "dragonfly policy"
 
-    def __init__(self, topology: Topology, rng: np.random.Generator):
+    def __init__(self, topology: Topology, rng: np.random.Generator, reconvergence: str | float = DEFAULT_RECONVERGENCE):
+        super().__init__()
+        self.reaction_s = option_time(reconvergence, "reconvergence")
         if topology.params.get("type") != "dragonfly":
             raise ConfigError(f"routing {self.name!r} needs a dragonfly topology (dragonfly or frontier), "
                               f"got {topology.params.get('type')!r}; on leaf-spine use ecmp", "routing.type")
@@ -41,8 +48,8 @@ class _Dragonfly:
         return up, sw_a, sw_b, down, t.switch_group[sw_a], t.switch_group[sw_b]
 
     def minimal_paths(self, conn: Connection) -> list[tuple[int, ...]]:
-        """Fewest-hop paths of ``conn``."""
-        return self.topology.paths(conn.src, conn.dst)
+        """Fewest-hop paths of ``conn`` (the live ones, once routing knows of failed links)."""
+        return self.live(self.topology.paths(conn.src, conn.dst))
 
     def valiant_path(self, conn: Connection, rng: np.random.Generator) -> tuple[int, ...] | None:
         """A path through a random intermediate group: to it over one of its cables, then minimal.
@@ -84,12 +91,38 @@ class _Dragonfly:
         self._chosen[conn] = routes
         return routes
 
+    def _uncommit(self, conn: Connection) -> None:
+        for path, frac in self._chosen.pop(conn):
+            for link in path:
+                if self._switch_kind[link]:
+                    self.connection_load[link] -= frac
+
+    def _decide_live(self, conn: Connection) -> Routes:
+        routes = self.decide(conn, self._rng(conn))
+        if self.failed:
+            routes = [(p, f) for p, f in routes if self.failed.isdisjoint(p)]
+            total = sum(f for _, f in routes)
+            if not routes:
+                options = self.minimal_paths(conn)
+                return [(options[int(self._rng(conn).integers(len(options)))], 1.0)]
+            routes = [(p, f / total) for p, f in routes]
+        return routes
+
     def paths(self, connection: Connection) -> Routes:
         """Routes of ``connection``, decided on first use and then fixed (a persistent connection)."""
         routes = self._chosen.get(connection)
         if routes is None:
-            routes = self._commit(connection, self.decide(connection, self._rng(connection)))
+            routes = self._commit(connection, self._decide_live(connection))
         return routes
+
+    def links_changed(self, state: dict[int, float]) -> None:
+        """Routing reconverged: connections over failed links are decided again."""
+        super().links_changed(state)
+        stale = [c for c, routes in self._chosen.items() if any(not self.failed.isdisjoint(p) for p, _ in routes)]
+        for conn in stale:
+            self._uncommit(conn)
+        for conn in stale:
+            self._commit(conn, self._decide_live(conn))
 
     def decide(self, conn: Connection, rng: np.random.Generator) -> Routes:
         raise NotImplementedError
@@ -121,8 +154,9 @@ class Valiant(_Dragonfly):
 
     name = "valiant"
 
-    def __init__(self, topology: Topology, rng: np.random.Generator, per_packet: bool = False):
-        super().__init__(topology, rng)
+    def __init__(self, topology: Topology, rng: np.random.Generator, per_packet: bool = False,
+                 reconvergence: str | float = DEFAULT_RECONVERGENCE):
+        super().__init__(topology, rng, reconvergence)
         self.per_packet = bool(per_packet)
 
     def _all_valiant(self, conn: Connection) -> Routes:
@@ -169,8 +203,9 @@ class UGAL(_Dragonfly):
 
     name = "ugal"
 
-    def __init__(self, topology: Topology, rng: np.random.Generator, candidates: int = 1):
-        super().__init__(topology, rng)
+    def __init__(self, topology: Topology, rng: np.random.Generator, candidates: int = 1,
+                 reconvergence: str | float = DEFAULT_RECONVERGENCE):
+        super().__init__(topology, rng, reconvergence)
         if candidates < 1:
             raise ConfigError("needs at least 1 non-minimal candidate", "routing.candidates")
         self.candidates = candidates
@@ -201,8 +236,9 @@ class Adaptive(_Dragonfly):
 
     name = "adaptive"
 
-    def __init__(self, topology: Topology, rng: np.random.Generator, minimal: int = 2, nonminimal: int = 2):
-        super().__init__(topology, rng)
+    def __init__(self, topology: Topology, rng: np.random.Generator, minimal: int = 2, nonminimal: int = 2,
+                 reconvergence: str | float = DEFAULT_RECONVERGENCE):
+        super().__init__(topology, rng, reconvergence)
         if minimal < 1 or nonminimal < 0:
             raise ConfigError("needs minimal >= 1 and nonminimal >= 0 candidates", "routing")
         self.n_min, self.n_nm = minimal, nonminimal

@@ -1,0 +1,117 @@
+"""Timed faults: links and NICs going down, coming back, or running degraded, and how routing learns of them.
+
+A fault changes a link's capacity at once (flows on a dead link stall at rate 0; on a degraded one
+they are re-solved). The routing policy learns of it only ``reaction_s`` later (ECMP's routing
+reconvergence, Ethereal's queue-pair timeout, C4P's detection): then it revises its choices and
+the Fabric moves in-flight messages onto their new routes. No byte is lost: a stalled message
+keeps its remaining bytes until a live route carries them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from netsim.errors import ConfigError
+from netsim.topology import LINK_KINDS, Topology
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A resolved fault: at ``at_s`` the ``links`` get ``fraction`` of their nominal capacity (0 = down)."""
+
+    at_s: float
+    links: tuple[int, ...]
+    fraction: float
+
+
+def _node(topology: Topology, name: str, path: str) -> int:
+    for node, node_name in topology.graph.nodes(data="name"):
+        if node_name == name:
+            return node
+    raise ConfigError(f"no node named {name!r} in the topology (names look like leaf0, spine3, h2.nic1)", path)
+
+
+def _cable(topology: Topology, text: str, path: str) -> tuple[int, ...]:
+    """Link ids of ``a-b`` (both directions), ``a->b`` (one), optionally ``#k`` among parallel cables."""
+    spec, _, index = text.partition("#")
+    if "->" in spec:
+        ends, both = spec.split("->", 1), False
+    elif "-" in spec:
+        ends, both = spec.split("-", 1), True
+    else:
+        raise ConfigError(f"link {text!r}: name a cable by its ends, 'a-b' (both directions) or 'a->b' (one)",
+                          path)
+    a, b = (_node(topology, e.strip(), path) for e in ends)
+    directions = [(a, b), (b, a)] if both else [(a, b)]
+    out = []
+    for u, v in directions:
+        if not topology.graph.has_edge(u, v):
+            raise ConfigError(f"link {text!r}: {topology.node_name(u)} and {topology.node_name(v)} are not "
+                              "directly connected", path)
+        parallel = sorted(topology.graph.edges[u, v]["links"])
+        if index:
+            if not index.isdigit() or int(index) >= len(parallel):
+                raise ConfigError(f"link {text!r}: #{index} is not one of the {len(parallel)} parallel cables "
+                                  f"(#0..#{len(parallel) - 1})", path)
+            out.append(parallel[int(index)])
+        elif len(parallel) > 1:
+            raise ConfigError(f"link {text!r}: {len(parallel)} parallel cables connect these nodes; "
+                              f"pick one with #0..#{len(parallel) - 1}", path)
+        else:
+            out.append(parallel[0])
+    return tuple(out)
+
+
+def _nic_links(topology: Topology, name: str, path: str) -> tuple[int, ...]:
+    node = _node(topology, name, path)
+    if topology.graph.nodes[node].get("kind") != "nic":
+        raise ConfigError(f"{name!r} is not a NIC (NIC names look like h2.nic1)", path)
+    kinds = [LINK_KINDS.index("nic_up"), LINK_KINDS.index("nic_down")]
+    lt = topology.links
+    mask = ((lt.src == node) | (lt.dst == node)) & np.isin(lt.kind, kinds)
+    return tuple(int(i) for i in np.flatnonzero(mask))
+
+
+def resolve_faults(faults, topology: Topology) -> list[Fault]:
+    """Turn ``spec.faults`` into link ids on ``topology``, in time order (stable for equal times).
+
+    Raises a ConfigError with the YAML path (``faults.2.link``) for names that do not resolve.
+    """
+    out = []
+    for i, f in enumerate(faults):
+        if f.link is not None:
+            links = _cable(topology, f.link, f"faults.{i}.link")
+        else:
+            links = _nic_links(topology, f.nic, f"faults.{i}.nic")
+        fraction = {"down": 0.0, "up": 1.0}.get(f.action, f.fraction)
+        out.append(Fault(float(f.at), links, float(fraction)))
+    return sorted(out, key=lambda f: f.at_s)
+
+
+def fault_process(env: simpy.Environment, fabric, faults: list[Fault]):
+    """SimPy process applying ``faults`` to ``fabric`` and notifying its routing after its reaction time.
+
+    The policy learns each fault's outcome (the state of every faulty link right after it)
+    ``reaction_s`` later, in order.
+    """
+    reaction = float(getattr(fabric.routing, "reaction_s", 0.0))
+    nominal = fabric.capacity_Bps
+    state: dict[int, float] = {}
+
+    def notify(snapshot: dict[int, float]):
+        yield env.timeout(reaction)
+        fabric.routing_changed(snapshot)
+
+    for fault in faults:
+        if fault.at_s > env.now:
+            yield env.timeout(fault.at_s - env.now)
+        for link in fault.links:
+            if fault.fraction >= 1.0:
+                state.pop(link, None)
+            else:
+                state[link] = fault.fraction
+        fabric.set_capacity({link: nominal[link] * fault.fraction for link in fault.links})
+        env.process(notify(dict(state)))

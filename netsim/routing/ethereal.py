@@ -1,0 +1,161 @@
+"""Ethereal: single-path queue pairs with minimal application-layer splitting, planned per sender NIC.
+
+Addanki, Goyal, Marinos (arXiv 2407.00550): a sender NIC batches the sends issued in one instant
+by destination leaf. With ``n`` equal flows to one leaf and ``s`` usable uplinks, ``n = q*s + r``:
+the ``q*s`` whole flows go round-robin (q per uplink) and each of the ``r`` leftovers is split
+into ``s/g`` equal pieces, ``g = gcd(r, s)``, ``r/g`` pieces per uplink. Every uplink then
+carries exactly ``n*f/s``, what ideal spraying gives, without per-packet reordering.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from netsim.routing.base import ROUTING, Connection, PolicyBase, Routes, option_time
+from netsim.topology import LINK_KINDS, Topology
+
+#: Link kinds that distinguish one "uplink" choice from another: the sender's NIC port and the core.
+_CHOICE_KINDS = ("nic_up", "up", "down", "local", "global")
+
+
+def equal_split(n: int, s: int) -> list[list[tuple[int, float]]]:
+    """Ethereal's construction: per flow, its (uplink, fraction) pieces, for ``n`` flows over ``s`` uplinks.
+
+    Whole flows ``0 .. q*s-1`` go to uplink ``i % s``; leftover ``k`` is cut into ``s/g`` pieces of
+    ``g/s`` each on consecutive uplinks, so each uplink gets ``r/g`` pieces.
+
+    >>> equal_split(5, 4)
+    [[(0, 1.0)], [(1, 1.0)], [(2, 1.0)], [(3, 1.0)], [(0, 0.25), (1, 0.25), (2, 0.25), (3, 0.25)]]
+    """
+    q, r = divmod(n, s)
+    out = [[(i % s, 1.0)] for i in range(q * s)]
+    if r:
+        per = s // math.gcd(r, s)
+        for k in range(r):
+            out.append([((k * per + j) % s, 1.0 / per) for j in range(per)])
+    return out
+
+
+def min_split(n: int, s: int) -> list[list[tuple[int, float]]]:
+    """The fewest-pieces variant: leftovers laid end to end and cut at uplink boundaries.
+
+    The ``r`` leftover flows form a line of length ``r*f`` cut into ``s`` segments of ``r*f/s``;
+    a flow crossing a cut is split there: ``r + s - gcd(r, s)`` pieces in all, of unequal sizes.
+
+    >>> min_split(3, 2)
+    [[(0, 1.0)], [(1, 1.0)], [(0, 0.5), (1, 0.5)]]
+    >>> [[(u, round(f, 3)) for u, f in p] for p in min_split(2, 3)]
+    [[(0, 0.667), (1, 0.333)], [(1, 0.333), (2, 0.667)]]
+    """
+    q, r = divmod(n, s)
+    out = [[(i % s, 1.0)] for i in range(q * s)]
+    # In units of f/s: flow k spans [k*s, (k+1)*s), uplink u takes [u*r, (u+1)*r).
+    for k in range(r):
+        lo, hi = k * s, (k + 1) * s
+        pieces = []
+        for u in range(lo // r, (hi - 1) // r + 1):
+            overlap = min(hi, (u + 1) * r) - max(lo, u * r)
+            if overlap > 0:
+                pieces.append((u, overlap / s))
+        out.append(pieces)
+    return out
+
+
+@ROUTING.register("ethereal")
+class Ethereal(PolicyBase):
+    """Ethereal's per-NIC batch planning (module docstring), with failed-path exclusion.
+
+    Each sub-flow is its own single-path queue pair (``independent``). The batch is every send a
+    NIC starts in one simulated instant, grouped by the set of uplink choices its destination
+    offers (the destination leaf). The round-robin starts where the NIC's previous batch to that
+    leaf stopped. A failed uplink is excluded from later batches once ``detection`` (the
+    queue-pair timeout) has passed; pieces caught on it move to live uplinks then.
+
+    Parameters
+    ----------
+    topology, rng:
+        The fabric and the run's generator (unused: the construction is deterministic).
+    detection:
+        Queue-pair timeout after which a failed path is excluded (default 1 ms).
+    """
+
+    independent = True
+    splitter = staticmethod(equal_split)
+
+    def __init__(self, topology: Topology, rng: np.random.Generator | None = None, detection: str | float = "1ms"):
+        super().__init__()
+        self.topology = topology
+        self.reaction_s = option_time(detection, "detection")
+        self._choice = np.isin(topology.links.kind, [LINK_KINDS.index(k) for k in _CHOICE_KINDS])
+        self._options: dict[tuple[int, int], tuple[tuple, dict]] = {}
+        self._routes: dict[Connection, Routes] = {}
+        self._cursor: defaultdict[tuple, int] = defaultdict(int)
+
+    def options(self, src: int, dst: int) -> tuple[tuple, dict]:
+        """(sorted uplink keys, key -> path) of a GPU pair; a key is the path's NIC port and core links."""
+        cached = self._options.get((src, dst))
+        if cached is None:
+            by_key: dict[tuple, tuple[int, ...]] = {}
+            for path in self.topology.paths(src, dst):
+                by_key.setdefault(tuple(lk for lk in path if self._choice[lk]), path)
+            cached = self._options[(src, dst)] = (tuple(sorted(by_key)), by_key)
+        return cached
+
+    def _live_keys(self, keys: tuple) -> tuple:
+        if not self.failed:
+            return keys
+        alive = tuple(k for k in keys if self.failed.isdisjoint(k))
+        return alive or keys
+
+    def plan(self, connections: list[Connection]) -> None:
+        """Plan one instant's sends: per (sender NIC, destination uplink set), the split construction."""
+        groups: defaultdict[tuple, list[Connection]] = defaultdict(list)
+        for conn in dict.fromkeys(connections):
+            keys, _ = self.options(conn.src, conn.dst)
+            groups[(self.topology.nic_of(conn.src), keys)].append(conn)
+        for (nic, keys), conns in groups.items():
+            live = self._live_keys(keys)
+            s = len(live)
+            conns.sort(key=lambda c: (c.dst, c.channel, c.job, c.comm))
+            start = self._cursor[(nic, keys)]
+            for conn, pieces in zip(conns, self.splitter(len(conns), s)):
+                by_key = self.options(conn.src, conn.dst)[1]
+                routes = [(by_key[live[(start + u) % s]], frac) for u, frac in pieces]
+                if routes != self._routes.get(conn):
+                    self._routes[conn] = routes
+            self._cursor[(nic, keys)] = (start + len(conns)) % s
+
+    def paths(self, connection: Connection) -> Routes:
+        """The pieces planned for ``connection`` in its latest batch (a batch of its own if none)."""
+        routes = self._routes.get(connection)
+        if routes is None:
+            self.plan([connection])
+            routes = self._routes[connection]
+        return routes
+
+    def links_changed(self, state: dict[int, float]) -> None:
+        """The queue-pair timeout fired: pieces on failed paths move to live uplinks (in turn)."""
+        super().links_changed(state)
+        if not self.failed:
+            return
+        for conn, routes in list(self._routes.items()):
+            if all(self.failed.isdisjoint(p) for p, _ in routes):
+                continue
+            keys, by_key = self.options(conn.src, conn.dst)
+            live = self._live_keys(keys)
+            self._routes[conn] = [(p, frac) if self.failed.isdisjoint(p) else (by_key[live[i % len(live)]], frac)
+                                  for i, (p, frac) in enumerate(routes)]
+
+
+@ROUTING.register("min-split")
+class MinSplit(Ethereal):
+    """Ethereal with the fewest pieces: ``r + s - gcd(r, s)`` unequal pieces for the leftovers (:func:`min_split`).
+
+    Same uplink loads as :class:`Ethereal` (every uplink gets ``n*f/s``) with fewer queue pairs.
+    """
+
+    splitter = staticmethod(min_split)
+

@@ -1,0 +1,46 @@
+"""Application-layer flow splitting over hashed paths (MP-RDMA-k): k sub-connections per connection."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netsim.errors import ConfigError
+from netsim.routing.base import DEFAULT_RECONVERGENCE, ROUTING, Connection, Routes
+from netsim.routing.ecmp import ECMP
+from netsim.topology import Topology
+
+
+@ROUTING.register("split")
+class Split(ECMP):
+    """Every message cut into ``ways`` equal sub-flows on ``ways`` persistent sub-connections.
+
+    Each sub-connection is hashed independently, as a switch hashes separate queue pairs (so two
+    may land on the same path), and carries its share at its own max-min rate; a message is
+    delivered when its last sub-flow is. Sub-connection 0 hashes exactly like the connection
+    under ``ecmp``, so ``ways: 1`` is ECMP.
+
+    Parameters
+    ----------
+    topology, rng:
+        The fabric and the run's generator (one draw: the hash salt).
+    ways:
+        Sub-flows per message (queue pairs per connection), >= 1.
+    reconvergence:
+        Routing reconvergence time after a link fault (default 10 ms, an estimate).
+    """
+
+    independent = True
+
+    def __init__(self, topology: Topology, rng: np.random.Generator, ways: int = 2,
+                 reconvergence: str | float = DEFAULT_RECONVERGENCE):
+        super().__init__(topology, rng, reconvergence)
+        if isinstance(ways, bool) or not isinstance(ways, int) or ways < 1:
+            raise ConfigError(f"ways must be an integer >= 1, got {ways!r}", "routing.ways")
+        self.ways = ways
+
+    def decide(self, connection: Connection) -> Routes:
+        """``ways`` independently hashed sub-flows, equal shares."""
+        candidates = self.topology.paths(connection.src, connection.dst)
+        key = connection.hash_key()
+        share = 1.0 / self.ways
+        return [(self.pick(candidates, key if i == 0 else (*key, -i)), share) for i in range(self.ways)]
