@@ -339,8 +339,32 @@ class EngineSpec(_Spec):
     ideal: bool = True
 
 
+class FaultSpec(_Spec):
+    """One timed fault: ``{at: 2ms, link: leaf0-spine1, action: down}``.
+
+    ``link`` names a cable by its end nodes: ``a-b`` (both directions) or ``a->b`` (one), with
+    ``#k`` for the k-th of parallel cables; ``nic`` names a NIC (``h3.nic0``: every port, both
+    directions). ``down`` sets capacity to 0, ``degrade`` to ``fraction`` of nominal (a slowed NIC
+    or a flapping link), ``up`` back to nominal.
+    """
+
+    at: Time
+    link: str | None = None
+    nic: str | None = None
+    action: Literal["down", "up", "degrade"]
+    fraction: Annotated[float, Field(gt=0, lt=1)] | None = None
+
+    @model_validator(mode="after")
+    def _target(self) -> "FaultSpec":
+        if (self.link is None) == (self.nic is None):
+            raise ValueError("give exactly one of link (a cable: leaf0-spine1, leaf0->spine1) or nic (h3.nic0)")
+        if (self.action == "degrade") != (self.fraction is not None):
+            raise ValueError("fraction (0 < fraction < 1 of nominal capacity) goes with action degrade, and only with it")
+        return self
+
+
 class ExperimentSpec(_Spec):
-    """A whole experiment: fabric, placement, routing, workload, seed."""
+    """A whole experiment: fabric, placement, routing, workload, seed, faults."""
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
     description: str = ""
@@ -349,6 +373,7 @@ class ExperimentSpec(_Spec):
     placement: Policy = PolicySpec(type="sequential")
     routing: Policy = PolicySpec(type="ecmp")
     workload: Workload
+    faults: list[FaultSpec] = []
     engine: EngineSpec = EngineSpec()
 
     @field_validator("routing")
@@ -606,6 +631,9 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> Experimen
         raise ConfigError("the file is empty; an experiment needs at least name, topology and workload", "", where)
     if isinstance(data, dict) and isinstance(data.get("topology"), str):
         data["topology"] = _load_topology_file(data["topology"], path)
+    routing = data.get("routing") if isinstance(data, dict) else None
+    if isinstance(routing, dict) and routing.get("type") == "table" and isinstance(routing.get("file"), str):
+        routing["file"] = str((path.parent / routing["file"]).absolute())  # relative to the experiment
     overridden: frozenset[str] = frozenset()
     if overrides:
         if not isinstance(data, dict):
