@@ -418,8 +418,8 @@ def _yaml_line(root: yaml.Node | None, loc: tuple) -> int | None:
                 return line
             node = match[0][1]
             line = match[0][0].start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
+        elif isinstance(node, yaml.SequenceNode) and str(key).isdigit() and int(key) < len(node.value):
+            node = node.value[int(key)]
         else:
             break
     if node is not None:

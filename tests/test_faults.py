@@ -301,11 +301,6 @@ def test_ring_slowdown_grows_with_the_reaction_time(policy):
     assert all(a < b for a, b in zip(slowdowns, slowdowns[1:])), slowdowns
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeWarning,
-                   reason="C4P._weight is 1 / (capacity x state) = 1/0 for a failed link: when every "
-                          "candidate path of a connection is down, _assign adds an infinite load and "
-                          "_release then computes inf - inf = nan (numpy RuntimeWarnings; loads rebuilt at "
-                          "the next change)")
 def test_c4p_plans_without_infinite_loads_when_every_path_is_down():
     """Both leaf0 cables down 0.5 .. 1.5 ms: no route exists, the ring waits out the 1 ms outage."""
     outage = [{"at": at, "link": f"leaf0-spine{j}", "action": action}
@@ -452,10 +447,6 @@ def test_bad_faults_through_the_cli_give_file_line_path_and_exit_2(tmp_path, cas
     assert line - 1 <= located <= line, "the line is one of the two fault entries"
 
 
-@pytest.mark.xfail(strict=True, reason="config._yaml_line descends into a YAML sequence only for an int "
-                                       "key, but locate() and parse_spec() pass the dotted path split into "
-                                       "strings ('1'), so an error under faults.N (any list item) is "
-                                       "reported at the line of faults.0")
 @pytest.mark.parametrize("case", [BAD_FAULTS[0], BAD_FAULTS[3]], ids=["resolved on the fabric", "pydantic"])
 def test_the_cli_line_is_that_of_the_bad_fault_not_the_first(tmp_path, case):
     _, fault, path, _message = case
@@ -463,9 +454,6 @@ def test_the_cli_line_is_that_of_the_bad_fault_not_the_first(tmp_path, case):
     assert f"{yaml_path}:{line}: {path}: " in _cli(tmp_path, yaml_path, "validate")
 
 
-@pytest.mark.xfail(strict=True, reason="faults._cable splits 'a-b' at the first '-', so a cable to a node "
-                                       "whose name holds '-' (multi-cluster 'eth-core', a cluster named "
-                                       "'ib-a') cannot be named in the both-directions form")
 def test_both_direction_cable_names_may_contain_hyphens():
     ib = dict(name="ib-a", leaves=1, spines=1, hosts_per_leaf=2, gpus_per_host=1, nics_per_host=1,
               nic=nic_profile("ib-hdr-200"), uplink_bandwidth_Bps=25e9, intra_bandwidth_Bps=1e11)

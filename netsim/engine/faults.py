@@ -28,10 +28,27 @@ class Fault:
 
 
 def _node(topology: Topology, name: str, path: str) -> int:
+    node = _find(topology, name)
+    if node is None:
+        raise ConfigError(f"no node named {name!r} in the topology (names look like leaf0, spine3, h2.nic1)", path)
+    return node
+
+
+def _find(topology: Topology, name: str) -> int | None:
     for node, node_name in topology.graph.nodes(data="name"):
         if node_name == name:
             return node
-    raise ConfigError(f"no node named {name!r} in the topology (names look like leaf0, spine3, h2.nic1)", path)
+    return None
+
+
+def _ends(topology: Topology, spec: str) -> list[str]:
+    """Split ``a-b`` where both sides name nodes (names may contain hyphens: ``eth-core``)."""
+    cuts = [i for i, ch in enumerate(spec) if ch == "-"]
+    for i in cuts:
+        a, b = spec[:i].strip(), spec[i + 1:].strip()
+        if _find(topology, a) is not None and _find(topology, b) is not None:
+            return [a, b]
+    return spec.split("-", 1)  # neither split names two nodes: report the first side that does not
 
 
 def _cable(topology: Topology, text: str, path: str) -> tuple[int, ...]:
@@ -40,7 +57,7 @@ def _cable(topology: Topology, text: str, path: str) -> tuple[int, ...]:
     if "->" in spec:
         ends, both = spec.split("->", 1), False
     elif "-" in spec:
-        ends, both = spec.split("-", 1), True
+        ends, both = _ends(topology, spec), True
     else:
         raise ConfigError(f"link {text!r}: name a cable by its ends, 'a-b' (both directions) or 'a->b' (one)",
                           path)

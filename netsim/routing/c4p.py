@@ -56,7 +56,9 @@ class C4P(PolicyBase):
         return cached
 
     def _weight(self, link: int) -> float:
-        return 1.0 / (self._capacity[link] * self.link_state.get(link, 1.0))
+        frac = self.link_state.get(link, 1.0)
+        # A dead link is only used when nothing else is left; weigh it as nominal (stays finite).
+        return 1.0 / (self._capacity[link] * (frac if frac > 0 else 1.0))
 
     def _assign(self, conn: Connection) -> Routes:
         paths = self.topology.paths(conn.src, conn.dst)
