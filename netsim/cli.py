@@ -137,7 +137,7 @@ def _print_summary(tables: dict, name: str) -> None:
         ideal = g["ideal_s"].mean()
         table.add_row(str(step), label if label == f"{g['op'].iat[0]}/{g['algorithm'].iat[0]}"
                       else f"{label} ({g['op'].iat[0]}/{g['algorithm'].iat[0]})",
-                      units.format_size(g["size_bytes"].iat[0]), str(g["n_ranks"].iat[0]), str(len(g)),
+                      units.format_size(g["size_bytes"].iat[0], 4), str(g["n_ranks"].iat[0]), str(len(g)),
                       units.format_time(g["duration_s"].mean(), 4), units.format_bandwidth(g["algbw_Bps"].mean(), 4),
                       units.format_bandwidth(g["busbw_Bps"].mean(), 4),
                       "-" if ideal != ideal else units.format_time(ideal, 4),

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 import netsim
+from netsim.engine.ideal import core_mask
 from netsim.experiment.run import RunResult, spec_hash
 from netsim.topology import LINK_KINDS, LINK_TIERS
 
@@ -23,7 +24,7 @@ COLLECTIVE_COLUMNS = ["run_id", "job", "step", "label", "iteration", "op", "algo
                       "channels", "comm", "start_s", "end_s", "duration_s", "algbw_Bps", "busbw_Bps", "ideal_s",
                       "slowdown", "bound_s", "below_bound"]
 LINK_COLUMNS = ["run_id", "link_id", "src", "dst", "kind", "tier", "capacity_Bps", "bytes", "busy_s",
-                "mean_util", "peak_util"]
+                "mean_util", "peak_util", "peak_offered", "spray_peak_offered"]
 RESULT_FILES = ("runs.parquet", "collectives.parquet", "flows.parquet", "links.parquet")
 
 
@@ -61,7 +62,37 @@ def links_frame(result: RunResult) -> pd.DataFrame:
         "busy_s": fab.link_busy_s,
         "mean_util": fab.link_bytes / (fab.capacity_Bps * horizon),
         "peak_util": fab.link_peak_util,
+        "peak_offered": fab.offered_peak,
+        "spray_peak_offered": fab.spray_offered_peak,
     }, columns=LINK_COLUMNS)
+
+
+def uplink_imbalance(result: RunResult) -> float:
+    """Worst leaf's max / mean bytes over its uplinks (leaf -> spine), among leaves that sent any; NaN without.
+
+    1.0 is a perfectly even spread (spraying); hashing collisions push it up.
+    """
+    lt = result.topology.links
+    up = lt.kind == LINK_KINDS.index("up")
+    if not up.any():
+        return float("nan")
+    df = pd.DataFrame({"leaf": lt.src[up], "bytes": result.fabric.link_bytes[up]})
+    per_leaf = df.groupby("leaf")["bytes"].agg(["max", "mean"])
+    per_leaf = per_leaf[per_leaf["mean"] > 0]
+    return float((per_leaf["max"] / per_leaf["mean"]).max()) if len(per_leaf) else float("nan")
+
+
+def congestion(result: RunResult) -> tuple[float, float]:
+    """(max congestion of this run, the same had every message been sprayed) over switch-to-switch links.
+
+    Max congestion: the peak over time of the most loaded link's offered load / capacity, where a
+    message offers the rate its own NIC path allows (see :attr:`Fabric.offered_peak`).
+    """
+    fab = result.fabric
+    core = core_mask(result.topology)
+    if not core.any():
+        return 0.0, 0.0
+    return float(fab.offered_peak[core].max()), float(fab.spray_offered_peak[core].max())
 
 
 def _flatten(prefix: str, value, out: dict) -> None:
@@ -83,6 +114,7 @@ def runs_frame(results: list[RunResult]) -> pd.DataFrame:
         durations = np.array([c.duration_s for c in r.collectives])
         uplinks = np.isin(r.topology.links.kind, [LINK_KINDS.index("up"), LINK_KINDS.index("down")])
         fab = r.fabric
+        worst, spray = congestion(r)
         row.update({
             "n_ranks": len(r.gpus),
             "collective_time_s": float(durations.mean()) if len(durations) else np.nan,
@@ -93,6 +125,15 @@ def runs_frame(results: list[RunResult]) -> pd.DataFrame:
             "below_bound_calls": sum(c.below_bound for c in r.collectives),
             "max_link_util": float(fab.link_peak_util.max()) if len(fab.link_peak_util) else 0.0,
             "max_spine_util": float(fab.link_peak_util[uplinks].max()) if uplinks.any() else 0.0,
+            "max_congestion": worst,
+            "spray_congestion": spray,
+            "congestion_ratio": worst / spray if spray > 0 else float("nan"),
+            "uplink_imbalance": uplink_imbalance(r),
+            "queue_pairs": sum(fab.queue_pairs.values()),
+            "connections": len(fab.queue_pairs),
+            "subflows": fab.stats["subflows"],
+            "n_faults": len(r.spec.faults),
+            "reroutes": fab.stats["reroutes"],
             "sim_time_s": r.sim_time_s,
             "flows": fab.stats["flows"],
             "solver_calls": fab.stats["solver_calls"],
