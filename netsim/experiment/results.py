@@ -127,7 +127,8 @@ def runs_frame(results: list[RunResult]) -> pd.DataFrame:
             "max_spine_util": float(fab.link_peak_util[uplinks].max()) if uplinks.any() else 0.0,
             "max_congestion": worst,
             "spray_congestion": spray,
-            "congestion_ratio": worst / spray if spray > 0 else float("nan"),
+            # Load up to capacity is not congestion: 1.0 when neither overloads a link.
+            "congestion_ratio": max(worst, 1.0) / max(spray, 1.0),
             "uplink_imbalance": uplink_imbalance(r),
             "queue_pairs": sum(fab.queue_pairs.values()),
             "connections": len(fab.queue_pairs),
