@@ -45,7 +45,7 @@ def run_one(name: str) -> dict:
         "routing": "ecmp",
         "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": p["size"],
                      "channels": p["channels"]},
-        "engine": {"record_flows": False, "ideal": False},
+        "engine": {"record_flows": False, "ideal": False, "congestion": False},
     })
     t0 = time.perf_counter()
     result = run_experiment(spec)

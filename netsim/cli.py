@@ -130,8 +130,10 @@ def _print_summary(tables: dict, name: str) -> None:
     runs, colls = tables["runs"], tables["collectives"]
     r = runs.iloc[0]
     table = Table(title=f"netsim: {name} — routing {r['routing.type']}, placement {r['placement.type']}, "
-                        f"{r['n_ranks']} ranks, max link util {r['max_link_util']:.2f}, max congestion "
-                        f"{r['max_congestion']:.2f} (spraying {r['spray_congestion']:.2f}), wall {r['wall_s']:.2f}s")
+                        f"{r['n_ranks']} ranks, max link util {r['max_link_util']:.2f}, "
+                        + (f"max congestion {r['max_congestion']:.2f} (spraying {r['spray_congestion']:.2f}), "
+                           if r['max_congestion'] == r['max_congestion'] else "")
+                        + f"wall {r['wall_s']:.2f}s")
     for col in ("step", "collective", "size", "ranks", "calls", "time", "algbw", "busbw", "ideal", "slowdown"):
         table.add_column(col, justify="left" if col in ("step", "collective") else "right")
     for (step, label), g in colls.groupby(["step", "label"], sort=True):

@@ -337,6 +337,9 @@ class EngineSpec(_Spec):
     #: Compute every call's ideal (non-blocking lower bound) by a contention-free replay of the
     #: algorithm; costs a fraction of the run. Off: ``ideal_s`` and ``slowdown`` are NaN.
     ideal: bool = True
+    #: Track offered load per switch link under the policy and under ideal spraying (the
+    #: ``max_congestion`` metrics); about 10-20% of the engine's time. Off: those columns are NaN.
+    congestion: bool = True
 
 
 class FaultSpec(_Spec):

@@ -70,8 +70,8 @@ class _Flow:
         self.event = event
         self.acct = 0.0  # bytes already added to link byte counters (before a reroute)
         self.parent: _Flow | None = None  # the message a sub-flow belongs to
-        self.index = 0  # which entry of the message's routes a sub-flow carries
-        self.offered = ()  # (link, offered B/s) pairs this flow adds to the offered-load counters
+        # Set when used: ``index`` (which entry of the message's routes a sub-flow carries),
+        # ``offered`` (its (link, weight) pairs on the offered-load counters), ``demand``, ``spray``.
 
 
 class Fabric:
@@ -167,6 +167,8 @@ class Fabric:
         self._spray_offered = [0.0] * n_links
         self._spray_peak = [0.0] * n_links
         self._spray_cache: dict[tuple[int, int], list[tuple[int, float]]] = {}
+        self._offer_pending: dict[int, list] = {}
+        self._spray_pending: dict[int, list] = {}
 
     # ----------------------------------------------------------------- public API
     def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
@@ -314,6 +316,8 @@ class Fabric:
             starting, self._starting = self._starting, []  # behind empty messages: start now too
         if seeds:
             self._resolve(seeds, now)
+        if self._offer_pending or self._spray_pending:
+            self._apply_offers()
         self._arm_timer()
 
     def _incidence(self, key, routes: Routes, index: int | None = None) -> tuple:
@@ -369,14 +373,29 @@ class Fabric:
             pairs = self._spray_cache[key] = sorted(share.items())
         return pairs
 
-    def _offer(self, pairs, demand: float, sign: float, peaks: list[float] | None, offered: list[float]) -> None:
+    @staticmethod
+    def _offer(pairs, demand: float, sign: float, pending: dict[int, list]) -> None:
+        """Note a change of offered load; applied once per flush, so a message replaced by the next one
+        on the same routes (every ring step) costs nothing. ``pairs`` are cached, so ids are stable."""
+        entry = pending.get(id(pairs))
+        if entry is None:
+            pending[id(pairs)] = [pairs, sign * demand]
+        else:
+            entry[1] += sign * demand
+
+    def _apply_offers(self) -> None:
+        """Apply this flush's offered-load changes and raise the peaks of the links they touched."""
         nominal = self._nominal
-        for lk, w in pairs:
-            offered[lk] += sign * w * demand
-            if peaks is not None:
-                r = offered[lk] / nominal[lk]
-                if r > peaks[lk]:
-                    peaks[lk] = r
+        for pending, offered, peaks in ((self._offer_pending, self._offered, self._offered_peak),
+                                        (self._spray_pending, self._spray_offered, self._spray_peak)):
+            for pairs, amount in pending.values():
+                if amount == 0.0:
+                    continue
+                for lk, w in pairs:
+                    load = offered[lk] = offered[lk] + w * amount
+                    if load > peaks[lk] * nominal[lk]:
+                        peaks[lk] = load / nominal[lk]
+            pending.clear()
 
     def _admit(self, flow: _Flow, now: float, seeds: set[int]) -> None:
         conn = flow.conn
@@ -387,12 +406,14 @@ class Fabric:
         entry = self._incidence(conn, routes)
         split = self._independent and len(routes) > 1 and flow.size > 0 and entry[2]
         n_sub = len(routes) if split else 1
-        if self.queue_pairs.get(conn, 0) < n_sub:
-            self.queue_pairs[conn] = n_sub
+        qps = self.queue_pairs
+        if n_sub > 1 or conn not in qps:
+            if qps.get(conn, 0) < n_sub:
+                qps[conn] = n_sub
         if self.track_congestion:
             flow.demand = min(flow.cap, entry[7])
             flow.spray = self._spray_pairs(conn.src, conn.dst)
-            self._offer(flow.spray, flow.demand, 1.0, self._spray_peak, self._spray_offered)
+            self._offer(flow.spray, flow.demand, 1.0, self._spray_pending)
         if not split:
             self._place(flow, entry, now, seeds)
             return
@@ -421,7 +442,7 @@ class Fabric:
             return
         if self.track_congestion:
             flow.offered = core_pairs
-            self._offer(core_pairs, flow.demand, 1.0, self._offered_peak, self._offered)
+            self._offer(core_pairs, flow.demand, 1.0, self._offer_pending)
         self._flows[flow.fid] = flow
         for link in flow.link_list:
             self._link_flows[link].add(flow.fid)
@@ -436,7 +457,7 @@ class Fabric:
         for link, w in zip(flow.link_list, flow.weight_list):
             link_bytes[link] += size * w
         if self.track_congestion:
-            self._offer(flow.offered, flow.demand, -1.0, None, self._offered)
+            self._offer(flow.offered, flow.demand, -1.0, self._offer_pending)
         self._done(flow, now, seeds)
 
     def _done(self, flow: _Flow, now: float, seeds: set[int]) -> None:
@@ -467,7 +488,7 @@ class Fabric:
         _schedule(self.env, flow.event, flow.delay)
         self.bytes_delivered[flow.conn] += flow.size
         if self.track_congestion:
-            self._offer(flow.spray, flow.demand, -1.0, None, self._spray_offered)
+            self._offer(flow.spray, flow.demand, -1.0, self._spray_pending)
         if self.record_flows:
             c = flow.conn
             self.flow_records.append((flow.fid, c.label(), c.src, c.dst, c.channel, c.job, flow.size,
@@ -525,7 +546,7 @@ class Fabric:
         flow.acct += carried
         seeds.update(flow.link_list)
         if self.track_congestion:
-            self._offer(flow.offered, flow.demand, -1.0, None, self._offered)
+            self._offer(flow.offered, flow.demand, -1.0, self._offer_pending)
         del self._flows[flow.fid]
         flow.version += 1  # its pending completion time is stale
         flow.rate = 0.0

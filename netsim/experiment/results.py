@@ -62,8 +62,8 @@ def links_frame(result: RunResult) -> pd.DataFrame:
         "busy_s": fab.link_busy_s,
         "mean_util": fab.link_bytes / (fab.capacity_Bps * horizon),
         "peak_util": fab.link_peak_util,
-        "peak_offered": fab.offered_peak,
-        "spray_peak_offered": fab.spray_offered_peak,
+        "peak_offered": fab.offered_peak if fab.track_congestion else np.nan,
+        "spray_peak_offered": fab.spray_offered_peak if fab.track_congestion else np.nan,
     }, columns=LINK_COLUMNS)
 
 
@@ -90,6 +90,8 @@ def congestion(result: RunResult) -> tuple[float, float]:
     """
     fab = result.fabric
     core = core_mask(result.topology)
+    if not fab.track_congestion:
+        return float("nan"), float("nan")
     if not core.any():
         return 0.0, 0.0
     return float(fab.offered_peak[core].max()), float(fab.spray_offered_peak[core].max())
@@ -128,7 +130,7 @@ def runs_frame(results: list[RunResult]) -> pd.DataFrame:
             "max_congestion": worst,
             "spray_congestion": spray,
             # Load up to capacity is not congestion: 1.0 when neither overloads a link.
-            "congestion_ratio": max(worst, 1.0) / max(spray, 1.0),
+            "congestion_ratio": max(worst, 1.0) / max(spray, 1.0) if spray == spray else float("nan"),
             "uplink_imbalance": uplink_imbalance(r),
             "queue_pairs": sum(fab.queue_pairs.values()),
             "connections": len(fab.queue_pairs),

@@ -100,7 +100,7 @@ def simulate(spec: ExperimentSpec, topology: Topology, gpus: np.ndarray, routing
     env = Environment()
     routing = make_routing(spec.routing.type, topology, routing_rng, spec.routing.options)
     fabric = Fabric(env, topology, routing, completion_tolerance_s=spec.engine.completion_tolerance,
-                    record_flows=spec.engine.record_flows)
+                    record_flows=spec.engine.record_flows, track_congestion=spec.engine.congestion)
     records: list[CollectiveRecord] = []
     plan = plan or plan_workload(spec.workload, gpus.tolist())
     ideal = IdealModel(topology, spec.engine.completion_tolerance) if spec.engine.ideal else None
