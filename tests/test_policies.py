@@ -388,3 +388,27 @@ def test_greedy_c4p_without_repair_collides_on_some_permutations():
         planned.append(_leaf_permutation_time(perm.tolist(), repair=4))
     assert max(planned) == pytest.approx(1.0)
     assert sum(t > 1.5 for t in greedy) >= 10, greedy
+
+
+# --------------------------------------------------------------------------- congestion columns
+def test_congestion_columns_in_the_results_files(tmp_path):
+    """runs/links parquet carry the congestion metrics: ECMP's random-placement ring overloads a core
+    link (offered > capacity) where spraying would not; spray's ratio is 1; congestion off gives NaN
+    and the same collective times."""
+    from netsim.experiment import read_results, write_results
+    frames = {}
+    for policy in ("ecmp", "spray"):
+        result = run(policy, "ring-random", 3)
+        frames[policy] = read_results(write_results([result], tmp_path / policy))
+    ecmp, spray = frames["ecmp"]["runs"].iloc[0], frames["spray"]["runs"].iloc[0]
+    assert ecmp["max_congestion"] > 1.0 and ecmp["congestion_ratio"] > 1.0
+    assert ecmp["spray_congestion"] == pytest.approx(spray["spray_congestion"])
+    assert spray["max_congestion"] == pytest.approx(spray["spray_congestion"])
+    assert spray["congestion_ratio"] == pytest.approx(1.0)
+    assert ecmp["uplink_imbalance"] > spray["uplink_imbalance"] == pytest.approx(1.0)
+    links = frames["ecmp"]["links"]
+    assert links["peak_offered"].max() == pytest.approx(ecmp["max_congestion"])
+    off = ExperimentSpec.model_validate({**spec("ecmp", "ring-random", 3).model_dump(), "engine": {"congestion": False}})
+    quiet = read_results(write_results([run_experiment(off)], tmp_path / "off"))
+    assert np.isnan(quiet["runs"]["max_congestion"].iat[0]) and quiet["links"]["peak_offered"].isna().all()
+    assert quiet["collectives"]["duration_s"].tolist() == frames["ecmp"]["collectives"]["duration_s"].tolist()
