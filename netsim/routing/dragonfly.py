@@ -103,8 +103,13 @@ class _Dragonfly(PolicyBase):
             routes = [(p, f) for p, f in routes if self.failed.isdisjoint(p)]
             total = sum(f for _, f in routes)
             if not routes:
-                options = self.minimal_paths(conn)
-                return [(options[int(self._rng(conn).integers(len(options)))], 1.0)]
+                rng = self._rng(conn)
+                options = [p for p in self.minimal_paths(conn) if self.failed.isdisjoint(p)]
+                if not options:  # no live minimal path: detour through another group
+                    detours = (self.valiant_path(conn, rng) for _ in range(16))
+                    options = [p for p in detours if p is not None and self.failed.isdisjoint(p)][:1]
+                options = options or self.minimal_paths(conn)  # nothing alive: wait on a minimal path
+                return [(options[int(rng.integers(len(options)))], 1.0)]
             routes = [(p, f / total) for p, f in routes]
         return routes
 
