@@ -39,6 +39,11 @@ def _summary(runs: pd.DataFrame, colls: pd.DataFrame) -> go.Figure:
         "slowdown": table["slowdown"].round(3),
         "max link util": table["run_id"].map(meta["max_link_util"]).round(3),
     })
+    # Run-level load-balancing metrics (absent from results written before they existed).
+    for column, name in (("max_congestion", "max congestion"), ("congestion_ratio", "vs spraying"),
+                         ("queue_pairs", "queue pairs")):
+        if column in meta:
+            out[name] = table["run_id"].map(meta[column]).round(3)
     fig = go.Figure(go.Table(header={"values": list(out.columns)},
                              cells={"values": [out[c] for c in out.columns]}))
     fig.update_layout(title="Runs and workload steps", height=160 + 28 * min(len(out), 40),
