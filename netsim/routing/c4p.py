@@ -11,6 +11,11 @@ from netsim.errors import ConfigError
 from netsim.routing.base import ROUTING, Connection, PolicyBase, Routes, option_time
 from netsim.topology import LINK_KINDS, Topology
 
+def _order(conn: Connection) -> tuple[int, ...]:
+    """The planner's deterministic order of connections: (job, src, dst, channel, comm)."""
+    return conn.job, conn.src, conn.dst, conn.channel, conn.comm
+
+
 #: Links the planner balances: NIC ports (both ends; the bonded-port choice) and the switch core.
 _PLANNED_KINDS = ("nic_up", "nic_down", "up", "down", "local", "global")
 
@@ -130,7 +135,7 @@ class C4P(PolicyBase):
         of the chain may use what it frees (but never the links the chain is freeing, ``reserved``); a
         chain that fails is undone move by move."""
         reserved = reserved | {link}
-        for other in sorted(self._on_link[link], key=lambda c: (c.job, c.src, c.dst, c.channel, c.comm)):
+        for other in sorted(self._on_link[link], key=_order):
             if other in moving:
                 continue
             mark = len(log)
@@ -170,20 +175,19 @@ class C4P(PolicyBase):
         return False
 
     def _assign(self, conn: Connection) -> Routes:
-        """Place ``conn`` on its cheapest path. If every path would raise the busiest planned link above
-        the peak so far, first try to make room on the best one: move a connection off each link that
-        would overflow, along an augmenting path of up to ``repair`` moves (Kempe-chain swaps)."""
+        """Place ``conn`` on its cheapest path. If even that would raise the busiest planned link above
+        the peak so far, first try to make room on a candidate with a single overflowing link: move
+        its occupant along an augmenting chain of up to ``repair`` moves (Kempe-chain swaps)."""
         best = self._best(conn)
         if best is None:  # every candidate crosses a failed link: wait on the first
             best = 0
         peak = self._peak
-        over = self._fits(self._candidates(conn)[best], peak)
-        if over and peak > 0 and self.repair:
+        if self.repair and peak > 0 and self._fits(self._candidates(conn)[best], peak):
             budget = [self.repair * 500]
             paths = self.topology.paths(conn.src, conn.dst)
-            for links in self._candidates(conn):  # try each candidate until one has room
+            for i, links in enumerate(self._candidates(conn)):  # the first candidate made room for wins
                 over = self._fits(links, peak)
-                if len(over) == 1 and not (self.failed and not self.failed.isdisjoint(paths[self._candidates(conn).index(links)])) \
+                if len(over) == 1 and (not self.failed or self.failed.isdisjoint(paths[i])) \
                         and self._make_room(over[0], peak, self.repair - 1, {conn}, budget, [], set(links)):
                     break
                 if budget[0] < 0:
@@ -195,7 +199,7 @@ class C4P(PolicyBase):
     def plan(self, connections: list[Connection]) -> None:
         """Place the connections opening in this instant, in (job, src, dst, channel, comm) order."""
         new = {c for c in connections if c not in self._routes}
-        for conn in sorted(new, key=lambda c: (c.job, c.src, c.dst, c.channel, c.comm)):
+        for conn in sorted(new, key=_order):
             self._assign(conn)
 
     def paths(self, connection: Connection) -> Routes:
@@ -207,8 +211,7 @@ class C4P(PolicyBase):
         """Re-plan the connections over links that failed or degraded, with loads rescaled by capacity."""
         old = self.link_state
         touched = {lk for lk in set(old) | set(state) if old.get(lk, 1.0) != state.get(lk, 1.0)}
-        affected = sorted((c for c, r in self._routes.items() if not touched.isdisjoint(r[0][0])),
-                          key=lambda c: (c.job, c.src, c.dst, c.channel, c.comm))
+        affected = sorted((c for c, r in self._routes.items() if not touched.isdisjoint(r[0][0])), key=_order)
         for conn in affected:
             self._release(conn)
         super().links_changed(state)
