@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from netsim.errors import ConfigError
@@ -27,19 +27,33 @@ def _check_positive(**values: int) -> None:
             raise ConfigError(f"must be a positive integer, got {value!r}", f"topology.{name}")
 
 
-def _add_leaf_spine(b: _Builder, *, prefix: str, first_host: int, first_gpu: int, leaves: int, spines: int,
-                    hosts_per_leaf: int, gpus_per_host: int, nics_per_host: int, nic: NicProfile,
+def _add_leaf_spine(b: _Builder, *, prefix: str, first_host: int = 0, first_gpu: int = 0, leaves: int,
+                    spines: int, hosts_per_leaf: int, gpus_per_host: int, nics_per_host: int, nic: NicProfile,
                     nic_latency_s: float, uplink_bandwidth_Bps: float, uplink_latency_s: float, uplinks_per_spine: int,
                     intra_bandwidth_Bps: float, intra_latency_s: float, rail_optimized: bool,
                     host_nics: Mapping[int, NicProfile], nic_bandwidth_overrides: Mapping[tuple[int, int], float],
-                    extra_nics: int = 0) -> _Fabric:
-    """Add one leaf-spine (its switches, hosts and cables) to ``b``; hosts numbered from ``first_host``."""
+                    extra_nics: int = 0, host_ids: Sequence[int] | None = None,
+                    gpu_firsts: Sequence[int] | None = None) -> _Fabric:
+    """Add one leaf-spine (its switches, hosts and cables) to ``b``; hosts numbered from ``first_host``.
+
+    ``host_ids`` / ``gpu_firsts`` (one per host of this fabric) replace that numbering: local host
+    ``h`` is named and numbered ``host_ids[h]`` and its first GPU id is ``gpu_firsts[h]`` (interleaved
+    multi-cluster numbering). Wiring, ``host_nics`` and ``nic_bandwidth_overrides`` stay in local
+    host indices either way.
+    """
     _check_positive(leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf, gpus_per_host=gpus_per_host,
                     nics_per_host=nics_per_host, uplinks_per_spine=uplinks_per_spine)
     if rail_optimized and leaves % nics_per_host:
         raise ConfigError(f"rail-optimised wiring needs leaves ({leaves}) to be a multiple of "
                           f"nics_per_host ({nics_per_host})", "topology.rail_optimized")
     n_hosts = leaves * hosts_per_leaf
+    if host_ids is None:
+        host_ids = range(first_host, first_host + n_hosts)
+    if gpu_firsts is None:
+        gpu_firsts = range(first_gpu, first_gpu + n_hosts * gpus_per_host, gpus_per_host)
+    if len(host_ids) != n_hosts or len(gpu_firsts) != n_hosts:
+        raise ValueError(f"host_ids ({len(host_ids)}) and gpu_firsts ({len(gpu_firsts)}) need one entry per host "
+                         f"({n_hosts})")
     for host, r in nic_bandwidth_overrides:
         if not (0 <= host < n_hosts and 0 <= r < nics_per_host):
             raise ConfigError(f"NIC override ({host}, {r}) is outside the fabric: hosts 0..{n_hosts - 1}, "
@@ -65,7 +79,7 @@ def _add_leaf_spine(b: _Builder, *, prefix: str, first_host: int, first_gpu: int
     hosts_per_group = hosts_per_leaf * nics_per_host
     for h in range(n_hosts):
         profile = host_nics.get(h, nic)
-        _gpus, nics, base = b.host(first_host + h, model, prefix=prefix)
+        _gpus, nics, base = b.host(host_ids[h], model, prefix=prefix)
         for r, node in enumerate(nics[:nics_per_host]):
             home = (h // hosts_per_group) * nics_per_host + r if rail_optimized else h // hosts_per_leaf
             cap = nic_bandwidth_overrides.get((h, r), profile.port_capacity_Bps)
@@ -76,7 +90,7 @@ def _add_leaf_spine(b: _Builder, *, prefix: str, first_host: int, first_gpu: int
                 ports.append((up, leaf_nodes[leaf], down))
             out.nic_ports[node] = ports
             out.nic_profile[node] = profile
-        out.hosts.append((model, first_gpu + h * gpus_per_host, base, nics))
+        out.hosts.append((model, gpu_firsts[h], base, nics))
 
     leaf_down_Bps = hosts_per_leaf * nics_per_host * nic.ports * nic.port_capacity_Bps
     leaf_up_Bps = spines * uplinks_per_spine * uplink_bandwidth_Bps
