@@ -45,10 +45,16 @@ def validate(experiment: Annotated[Path, typer.Argument(help="Experiment YAML fi
     except NetsimError as exc:
         _fail(exc)
     _out().print(f"{experiment}: ok — {topo!r}, routing {spec.routing.type}, placement {spec.placement.type}, "
-              f"{_describe_workload(spec.workload)}", highlight=False)
+              + (_describe_workload(spec.workload) if spec.workload is not None else
+                 f"{len(spec.jobs)} jobs: " + "; ".join(f"{j.name}: {_describe_workload(j.workload)}"
+                                                        for j in spec.jobs)), highlight=False)
 
 
 def _describe_workload(w) -> str:
+    if w.type == "training":
+        p = w.parallelism
+        return (f"training {w.model.name or f'{w.model.layers}-layer GPT'} tp={p.tp} pp={p.pp} dp={p.dp} "
+                f"({w.ranks} ranks)")
     if w.type == "sequence":
         return f"{w.mode} sequence of {len(w.steps)} step{'s' * (len(w.steps) != 1)}"
     return f"{w.op}/{w.algorithm} {units.format_size(w.size)}"
@@ -146,10 +152,35 @@ def _print_summary(tables: dict, name: str) -> None:
                       "-" if ideal != ideal else units.format_time(ideal, 4),
                       "-" if ideal != ideal else f"{g['slowdown'].mean():.3f}x")
     _out().print(table)
+    jobs = tables.get("jobs")
+    if jobs is not None and (len(jobs) > 1 or (jobs["kind"] == "training").any()):
+        _out().print(_jobs_table(jobs))
     below = int(colls["below_bound"].sum()) if len(colls) else 0
     if below:
         err.print(f"[bold yellow]warning:[/] {below} call(s) finished faster than their provable lower bound "
                   "(bound_s); this should not happen — please report it with the results directory", markup=True)
+
+
+def _jobs_table(jobs) -> Table:
+    """One line per job: placement, ranks, iteration time, TFLOPS per GPU and the time breakdown."""
+    table = Table(title="jobs (training: mean per iteration; breakdown = mean over stage processes)")
+    cols = ("job", "kind", "placement", "ranks", "tp/pp/dp", "partition", "iteration", "TFLOPS/GPU", "compute",
+            "TP", "PP", "DP", "bubble", "TCP comms")
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("job", "kind", "placement", "partition") else "right")
+
+    def t(v) -> str:
+        return "-" if v != v else units.format_time(float(v), 4)
+
+    for _, j in jobs.iterrows():
+        training = j["kind"] == "training"
+        table.add_row(
+            str(j["name"]), j["kind"], j["placement"], str(j["n_ranks"]),
+            f"{j['tp']}/{j['pp']}/{j['dp']}" if training else "-", j["partition"] or "-", t(j["iteration_time_s"]),
+            f"{j['tflops_per_gpu']:.1f}" if training else "-", t(j["compute_s"]), t(j["tp_s"]), t(j["pp_s"]),
+            t(j["dp_s"]), t(j["bubble_s"]),
+            f"{j['tcp_tp']}/{j['tcp_dp']}/{j['tcp_pp']}" if training else "-")
+    return table
 
 
 def main() -> None:

@@ -36,6 +36,18 @@ Bandwidth = Annotated[float, _quantity(units.parse_bandwidth, "bandwidth"), Fiel
 Time = Annotated[float, _quantity(units.parse_time, "time"), Field(ge=0)]
 
 
+class _FieldError(ValueError):
+    """A validator's complaint about a sub-field: pydantic prefixes its location, ``sub`` goes after it."""
+
+    def __init__(self, message: str, sub: str = ""):
+        super().__init__(message)
+        self.message, self.sub = message, sub
+
+
+def _relocated(exc: ConfigError) -> _FieldError:
+    return _FieldError(exc.message, exc.path)
+
+
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -225,6 +237,9 @@ class MultiClusterSpec(_Spec):
     type: Literal["multi_cluster"]
     clusters: Annotated[list[ClusterSpec], Field(min_length=1)]
     ethernet: EthernetSpec
+    #: Host (and so GPU) numbering: ``blocked`` (cluster by cluster) or ``interleaved`` (round-robin
+    #: over the clusters, like a hostfile that alternates nodes of the two clusters).
+    numbering: Literal["blocked", "interleaved"] = "blocked"
 
 
 TopologySpec = Annotated[LeafSpineSpec | DragonflySpec | FrontierSpec | MultiClusterSpec, Field(discriminator="type")]
@@ -315,13 +330,137 @@ def _step_type(value: Any) -> str:
 
 Step = Annotated[Annotated[CollectiveStep, Tag("collective")] | Annotated[SequenceWorkload, Tag("sequence")],
                  Discriminator(_step_type)]
-Workload = Annotated[CollectiveWorkload | SequenceWorkload, Field(discriminator="type")]
 SequenceWorkload.model_rebuild()
 
+PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
-def _check_workload(w: CollectiveWorkload | SequenceWorkload, path: str = "workload") -> None:
+
+class GPTModelSpec(_Spec):
+    """A GPT-style model (see :class:`netsim.workload.training.GPTModel`)."""
+
+    name: str = ""
+    layers: PositiveInt
+    hidden: PositiveInt
+    heads: PositiveInt
+    seq_len: PositiveInt
+    vocab: PositiveInt
+    micro_batch: PositiveInt = 1
+    global_batch: PositiveInt
+    dtype_bytes: PositiveInt = 2
+
+    @model_validator(mode="after")
+    def _heads(self) -> "GPTModelSpec":
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        return self
+
+
+class ParallelismSpec(_Spec):
+    """Tensor, pipeline and data parallel sizes; world size = tp x pp x dp ranks."""
+
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    dp: PositiveInt = 1
+    #: ZeRO-1 / distributed optimizer: gradients reduce-scattered, parameters allgathered.
+    sharded_optimizer: bool = False
+    #: Gradient synchronisation overlapped with the last micro-batch's backward (in ``dp_buckets``).
+    overlap_dp: bool = False
+
+
+class GPUSpec(_Spec):
+    """The GPU: a built-in profile (``a100``, ``h100``, ``h800``, ``mi250x-gcd``) with optional overrides."""
+
+    profile: str = "a100"
+    peak_tflops: Annotated[float, Field(gt=0)] | None = None
+    efficiency: Annotated[float, Field(gt=0, le=1)] | None = None
+
+    @field_validator("profile")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from netsim.workload.training import GPU_PROFILES
+        if v not in GPU_PROFILES:
+            raise ValueError(f"unknown GPU profile {v!r}; built-in: {', '.join(GPU_PROFILES)}")
+        return v
+
+
+def _gpu(value: Any) -> Any:
+    return {"profile": value} if isinstance(value, str) else value
+
+
+class CommSpec(_Spec):
+    """How a training job's collectives run: algorithm and channels (rings) per call."""
+
+    algorithm: str = "ring"
+    channels: Annotated[int, Field(strict=True, ge=1, le=64)] = 1
+
+
+class TrainingWorkload(_Spec):
+    """``workload: {type: training, model: {...}, parallelism: {tp, pp, dp}, gpu: a100, ...}``.
+
+    One job's training iterations: 1F1B pipeline of micro-batches, TP allreduces, PP activation
+    sends and DP gradient synchronisation on the fabric (:mod:`netsim.workload.pipeline`).
+    """
+
+    type: Literal["training"]
+    model: GPTModelSpec
+    parallelism: ParallelismSpec = ParallelismSpec()
+    gpu: Annotated[GPUSpec, BeforeValidator(_gpu)] = GPUSpec()
+    iterations: Annotated[int, Field(strict=True, ge=1, le=100_000)] = 1
+    #: Layers per pipeline stage: ``auto`` (``search`` under holmes placement, else ``even``),
+    #: ``even``, ``proportional`` (to each stage's measured speed), ``search`` (proportional, then
+    #: moved a layer at a time while the simulated iteration gets shorter), or an explicit list.
+    partition: Literal["auto", "even", "proportional", "search"] | list[PositiveInt] = "auto"
+    #: One TP allreduce per stage and pass (``stage``: the layers' bytes together, cheap to
+    #: simulate) or two per layer and pass as Megatron issues them (``layer``).
+    tp_granularity: Literal["stage", "layer"] = "stage"
+    #: Gradient buckets per stage (each synchronised as soon as its layers' gradients are ready
+    #: when ``overlap_dp``).
+    dp_buckets: Annotated[int, Field(strict=True, ge=1, le=1024)] = 1
+    #: Bytes per gradient element in the DP synchronisation (default: the model's dtype_bytes).
+    grad_bytes: PositiveInt | None = None
+    tp_comm: CommSpec = CommSpec()
+    dp_comm: CommSpec = CommSpec()
+    label: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "TrainingWorkload":
+        par, model = self.parallelism, self.model
+        if model.global_batch % (model.micro_batch * par.dp):
+            raise _FieldError(f"global_batch ({model.global_batch}) must be a multiple of micro_batch x dp "
+                              f"({model.micro_batch} x {par.dp})", "model.global_batch")
+        if model.layers < par.pp:
+            raise _FieldError(f"{model.layers} layers cannot fill {par.pp} pipeline stages", "parallelism.pp")
+        if isinstance(self.partition, list) and (len(self.partition) != par.pp or sum(self.partition) != model.layers):
+            raise _FieldError(f"an explicit partition needs {par.pp} stage(s) summing to {model.layers} layers, "
+                              f"got {self.partition}", "partition")
+        from netsim.collectives import get_algorithm
+        try:
+            get_algorithm("allreduce", self.tp_comm.algorithm, "tp_comm")
+            for op in (("reduce_scatter", "allgather") if par.sharded_optimizer else ("allreduce",)):
+                get_algorithm(op, self.dp_comm.algorithm, "dp_comm")
+        except ConfigError as exc:
+            raise _relocated(exc) from None
+        return self
+
+    @property
+    def ranks(self) -> int:
+        """GPUs the job occupies: tp x pp x dp."""
+        p = self.parallelism
+        return p.tp * p.pp * p.dp
+
+
+Workload = Annotated[CollectiveWorkload | SequenceWorkload | TrainingWorkload, Field(discriminator="type")]
+
+
+def _check_workload(w: CollectiveWorkload | SequenceWorkload | TrainingWorkload, path: str = "workload") -> None:
     """Every collective names a known op/algorithm pair (ConfigError with its YAML path)."""
     from netsim.collectives import get_algorithm
+    if isinstance(w, SequenceWorkload) and w.ranks is not None and not isinstance(w.ranks, int) \
+            and path.count(".") <= 1:
+        raise ConfigError("at the top level, ranks is the number of ranks to place (an integer); "
+                          "select sub-communicators in the steps", f"{path}.ranks")
+    if isinstance(w, TrainingWorkload):
+        return
     if isinstance(w, SequenceWorkload):
         for i, step in enumerate(w.steps):
             _check_workload(step, f"{path}.steps.{i}")
@@ -366,8 +505,46 @@ class FaultSpec(_Spec):
         return self
 
 
+class JobSpec(_Spec):
+    """One job of a multi-job mix: ``{name, workload, placement, start, iterations}``.
+
+    Jobs are placed in order on the GPUs earlier jobs left free. ``iterations`` runs the job's
+    workload that many times back to back (a training workload's own ``iterations`` multiply).
+    """
+
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    workload: Workload
+    placement: Policy | None = None
+    start: Time = 0.0
+    iterations: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] = 1
+
+    @field_validator("placement")
+    @classmethod
+    def _known_placement(cls, v: PolicySpec | None) -> PolicySpec | None:
+        if v is not None:
+            from netsim.placement import PLACEMENT
+            PLACEMENT.get(v.type, "placement.type")
+            PLACEMENT.check_options(v.type, v.options, "placement")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "JobSpec":
+        try:
+            _check_workload(self.workload, "workload")
+        except ConfigError as exc:
+            raise _relocated(exc) from None
+        if not isinstance(self.workload, TrainingWorkload) and self.workload.ranks is None:
+            raise _FieldError("a collective job needs ranks: how many GPUs it occupies", "workload.ranks")
+        return self
+
+    @property
+    def ranks(self) -> int:
+        """GPUs the job occupies."""
+        return self.workload.ranks
+
+
 class ExperimentSpec(_Spec):
-    """A whole experiment: fabric, placement, routing, workload, seed, faults."""
+    """A whole experiment: fabric, placement, routing, and one workload or several ``jobs``; seed, faults."""
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
     description: str = ""
@@ -375,9 +552,28 @@ class ExperimentSpec(_Spec):
     topology: TopologySpec
     placement: Policy = PolicySpec(type="sequential")
     routing: Policy = PolicySpec(type="ecmp")
-    workload: Workload
+    workload: Workload | None = None
+    jobs: Annotated[list[JobSpec], Field(max_length=10_000)] = []
     faults: list[FaultSpec] = []
     engine: EngineSpec = EngineSpec()
+
+    @model_validator(mode="after")
+    def _one_workload(self) -> "ExperimentSpec":
+        if (self.workload is None) == (not self.jobs):
+            raise ConfigError("give either workload (one job) or jobs (a list of {name, workload, placement, "
+                              "start, iterations})", "jobs" if self.jobs else "workload")
+        names = [j.name for j in self.jobs]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ConfigError(f"job name {name!r} used twice", f"jobs.{i}.name")
+        return self
+
+    def job_specs(self) -> list[JobSpec]:
+        """The jobs to run: ``jobs``, or the single ``workload`` as one job named after the experiment."""
+        if self.jobs:
+            return list(self.jobs)
+        w = self.workload
+        return [JobSpec.model_construct(name=self.name, workload=w, placement=None, start=0.0, iterations=1)]
 
     @field_validator("routing")
     @classmethod
@@ -397,11 +593,9 @@ class ExperimentSpec(_Spec):
 
     @field_validator("workload")
     @classmethod
-    def _known_algorithm(cls, v: CollectiveWorkload | SequenceWorkload) -> CollectiveWorkload | SequenceWorkload:
-        if isinstance(v, SequenceWorkload) and v.ranks is not None and not isinstance(v.ranks, int):
-            raise ConfigError("at the top level, ranks is the number of ranks to place (an integer); "
-                              "select sub-communicators in the steps", "workload.ranks")
-        _check_workload(v)
+    def _known_algorithm(cls, v):
+        if v is not None:
+            _check_workload(v)
         return v
 
 
@@ -432,7 +626,7 @@ def _yaml_line(root: yaml.Node | None, loc: tuple) -> int | None:
 
 def _clean_loc(loc: tuple) -> tuple:
     # pydantic adds validator/union tags ('function-before[...]', 'leaf_spine') to locations.
-    tags = ("leaf_spine", "dragonfly", "frontier", "multi_cluster", "collective", "sequence")
+    tags = ("leaf_spine", "dragonfly", "frontier", "multi_cluster", "collective", "sequence", "training")
     return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in tags)))
 
 
@@ -508,6 +702,9 @@ def parse_spec(data: Any, *, file: str | None = None, root: yaml.Node | None = N
         ctx_error = (err.get("ctx") or {}).get("error")
         if isinstance(ctx_error, ConfigError):
             path, message = ctx_error.path or path, ctx_error.message
+        elif isinstance(ctx_error, _FieldError):
+            path = ".".join(p for p in (path, ctx_error.sub) if p)
+            message = ctx_error.message
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
         if path in overridden:
@@ -534,6 +731,14 @@ def apply_overrides(data: dict, overrides: list[str]) -> tuple[dict, frozenset[s
         node = data
         parts = key.split(".")
         for i, part in enumerate(parts[:-1]):
+            if isinstance(node, list):  # jobs.0.placement: a list index
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ConfigError(f"cannot set {key}: {'.'.join(parts[:i])} has {len(node)} item(s), "
+                                      f"{part!r} is not an index of one", key)
+                node = node[int(part)]
+                if isinstance(node, str) and i > 0 and parts[i - 1] == "jobs":
+                    raise ConfigError(f"cannot set {key}: {'.'.join(parts[:i + 1])} is not a mapping", key)
+                continue
             child = node.get(part)
             if isinstance(child, str) and part in ("routing", "placement"):
                 child = {"type": child}
@@ -543,7 +748,13 @@ def apply_overrides(data: dict, overrides: list[str]) -> tuple[dict, frozenset[s
                 child = {}
             node[part] = child
             node = child
-        node[parts[-1]] = value
+        if isinstance(node, list):
+            last = parts[-1]
+            if not last.isdigit() or int(last) >= len(node):
+                raise ConfigError(f"cannot set {key}: {'.'.join(parts[:-1])} has {len(node)} item(s)", key)
+            node[int(last)] = value
+        else:
+            node[parts[-1]] = value
         paths.append(key)
     return data, frozenset(paths)
 
@@ -591,6 +802,42 @@ def _load_topology_file(name: str, experiment: Path) -> dict:
                       str(experiment))
 
 
+def _deep_merge(base: Any, over: Any) -> Any:
+    """``over`` laid on ``base``: mappings merge key by key, anything else replaces."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for key, value in over.items():
+            out[key] = _deep_merge(base.get(key), value) if key in base else value
+        return out
+    return over
+
+
+def _load_workload_file(value: Any, experiment: Path, path: str) -> Any:
+    """Resolve ``workload: FILE.yaml`` and ``workload: {from: FILE.yaml, ...overrides}`` (deep-merged).
+
+    Files (``workloads/gpt-7.5b.yaml``) are looked up next to the experiment, then from the cwd.
+    """
+    if isinstance(value, str):
+        name, over = value, {}
+    elif isinstance(value, dict) and "from" in value:
+        name, over = value["from"], {k: v for k, v in value.items() if k != "from"}
+        if not isinstance(name, str):
+            raise ConfigError(f"'from' names a workload file (workloads/gpt-7.5b.yaml), got {name!r}", f"{path}.from",
+                              str(experiment))
+    else:
+        return value
+    for candidate in (experiment.parent / name, Path(name)):
+        if candidate.is_file():
+            _, data = _read_yaml(candidate)
+            data = data.get("workload", data) if isinstance(data, dict) else data
+            if not isinstance(data, dict):
+                raise ConfigError("a workload file must hold a mapping with a 'type'", "", str(candidate), 1)
+            return _deep_merge(data, over)
+    raise ConfigError(f"workload file {name!r} not found (looked next to the experiment and in the current "
+                      "directory); give a mapping with 'type', a workloads/*.yaml file, or {from: FILE, ...}",
+                      path, str(experiment))
+
+
 class _TopologyFile(_Spec):
     topology: TopologySpec
 
@@ -620,6 +867,26 @@ def load_topology(path: str | Path) -> LeafSpineSpec | DragonflySpec | FrontierS
         raise ConfigError(_message(err, fields), sub, str(path), line) from None
 
 
+def _resolve_files(data: Any, path: Path) -> Any:
+    """Replace topology and workload file references (``topology: FILE``, ``workload: FILE`` or
+    ``{from: FILE, ...}``, the same in each job) by the files' contents."""
+    if not isinstance(data, dict):
+        return data
+    topo = data.get("topology")
+    if isinstance(topo, str):
+        data["topology"] = _load_topology_file(topo, path)
+    elif isinstance(topo, dict) and isinstance(topo.get("from"), str):
+        data["topology"] = _deep_merge(_load_topology_file(topo["from"], path),
+                                       {k: v for k, v in topo.items() if k != "from"})
+    if "workload" in data:
+        data["workload"] = _load_workload_file(data["workload"], path, "workload")
+    if isinstance(data.get("jobs"), list):
+        for i, job in enumerate(data["jobs"]):
+            if isinstance(job, dict) and "workload" in job:
+                job["workload"] = _load_workload_file(job["workload"], path, f"jobs.{i}.workload")
+    return data
+
+
 def load_spec(path: str | Path, overrides: list[str] | None = None) -> ExperimentSpec:
     """Read an experiment YAML file, apply ``--set`` overrides, and validate it.
 
@@ -632,8 +899,7 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> Experimen
     root, data = _read_yaml(path)
     if data is None:
         raise ConfigError("the file is empty; an experiment needs at least name, topology and workload", "", where)
-    if isinstance(data, dict) and isinstance(data.get("topology"), str):
-        data["topology"] = _load_topology_file(data["topology"], path)
+    data = _resolve_files(data, path)
     routing = data.get("routing") if isinstance(data, dict) else None
     if isinstance(routing, dict) and routing.get("type") == "table" and isinstance(routing.get("file"), str):
         routing["file"] = str((path.parent / routing["file"]).absolute())  # relative to the experiment
@@ -645,4 +911,5 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> Experimen
             data, overridden = apply_overrides(data, overrides)
         except ConfigError as exc:
             raise ConfigError(exc.message, exc.path, where) from None
+        data = _resolve_files(data, path)
     return parse_spec(data, file=where, root=root, overridden=overridden)

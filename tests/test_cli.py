@@ -93,7 +93,7 @@ BAD = [
     ("yaml syntax", "name: x\ntopology: [1, 2\n", "YAML syntax error", ":3"),
     ("unknown key", small_spec(**{"topology.colour": "red"}), "unknown key", "topology.colour"),
     ("unknown routing", small_spec(routing="ecmpp"), "unknown routing policy 'ecmpp'; valid: adaptive, c4p, ecmp, ethereal, min-split, minimal, split, spray, table, ugal, valiant", "routing"),
-    ("unknown placement", small_spec(placement="best"), "valid: random, sequential", "placement"),
+    ("unknown placement", small_spec(placement="best"), "valid: holmes, random, sequential", "placement"),
     ("unknown algorithm", small_spec(**{"workload.algorithm": "rign"}), "valid: direct, halving_doubling, hierarchical, recursive_doubling, ring, star, tree", "workload.algorithm"),
     ("unknown op", small_spec(**{"workload.op": "allsum"}), "unknown collective op", "workload.op"),
     ("negative size", small_spec(**{"workload.size": -5}), "must not be negative", "workload.size"),

@@ -55,22 +55,26 @@ class IdealModel:
         self._cache: dict[tuple, Ideal] = {}
 
     def ideal(self, op: str, algorithm: str, gpus: Sequence[int], size_bytes: float, *, channels: int = 1,
-              chunk_bytes: float | None = None) -> Ideal:
-        """The :class:`Ideal` of ``op``/``algorithm`` over ``gpus`` (rank order) with ``size_bytes``."""
-        key = (op, algorithm, tuple(gpus), size_bytes, channels, chunk_bytes)
+              chunk_bytes: float | None = None, tcp: bool = False) -> Ideal:
+        """The :class:`Ideal` of ``op``/``algorithm`` over ``gpus`` (rank order) with ``size_bytes``
+        (``tcp``: the communicator mixes NIC families and talks TCP, see ``Topology.mixes_fabrics``)."""
+        key = (op, algorithm, tuple(gpus), size_bytes, channels, chunk_bytes, tcp)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
         run = get_algorithm(op, algorithm)
         kw = dict(channels=channels, chunk_bytes=chunk_bytes)
         env = Environment()
-        replay = IdealFabric(env, self.topology, self.pairs)
+        replay = IdealFabric(env, self.topology, self.pairs, tcp=tcp)
         env.process(run(env, replay, list(gpus), size_bytes, **kw))
         env.run()
         replay_s, load_s = env.now, replay.load_bound_s()
         chain = max(replay.sends.values(), default=0) + len(gpus)
         env = Environment()
-        env.process(run(env, nonblocking_fabric(env, self.topology, self.tolerance_s), list(gpus), size_bytes, **kw))
+        fabric = nonblocking_fabric(env, self.topology, self.tolerance_s)
+        if tcp:
+            fabric.use_tcp(0, 0)
+        env.process(run(env, fabric, list(gpus), size_bytes, **kw))
         env.run()
         hit = self._cache[key] = Ideal(env.now, max(replay_s, load_s), replay_s, load_s, chain)
         return hit

@@ -166,7 +166,8 @@ class Fabric:
         self._offered_peak = [0.0] * n_links
         self._spray_offered = [0.0] * n_links
         self._spray_peak = [0.0] * n_links
-        self._spray_cache: dict[tuple[int, int], list[tuple[int, float]]] = {}
+        self._spray_cache: dict[tuple[int, int, bool], list[tuple[int, float]]] = {}
+        self._tcp_comms: set[tuple[int, int]] = set()
         self._offer_pending: dict[int, list] = {}
         self._spray_pending: dict[int, list] = {}
 
@@ -194,6 +195,8 @@ class Fabric:
             _schedule(self.env, event)
             return event
         conn = connection if connection is not None else Connection(src, dst)
+        if self._tcp_comms and (conn.job, conn.comm) in self._tcp_comms and not conn.tcp:
+            conn = conn._replace(tcp=True)
         flow = _Flow(self._next_fid, conn, float(size_bytes), cap_Bps, self.env.now, event)
         self._next_fid += 1
         self.bytes_posted[conn] += flow.size
@@ -205,6 +208,12 @@ class Fabric:
         self._pending.append(flow)
         self._arm_flush()
         return event
+
+    def use_tcp(self, job: int, comm: int) -> None:
+        """Carry communicator ``comm`` of ``job`` over TCP (the Ethernet NICs): the transport rule for a
+        communicator whose ranks mix NIC families (see ``Topology.mixes_fabrics``). Its connections
+        are sent with ``tcp=True``; intra-host pairs keep the host's links."""
+        self._tcp_comms.add((job, comm))
 
     def set_capacity(self, capacities: dict[int, float]) -> None:
         """Give links new capacities (B/s; 0 = down) from this instant on; flows on them are re-solved.
@@ -345,7 +354,7 @@ class Fabric:
             keep = ~self._unbounded[links]
             links, weights = links[keep], weights[keep]
         latency = max(self.topology.path_latency_s(p) for p, frac in use if frac > 0)
-        delay = latency + self.topology.message_overhead_s(conn.src, conn.dst)
+        delay = latency + self.topology.message_overhead_s(conn.src, conn.dst, conn.tcp)
         link_list, weight_list = links.tolist(), weights.tolist()
         # Rate the flow would get alone: its single-flow component is solved without numpy.
         cap = self._cap
@@ -359,12 +368,12 @@ class Fabric:
         self._routes_cache[key] = (routes, entry)
         return entry
 
-    def _spray_pairs(self, src: int, dst: int) -> list[tuple[int, float]]:
+    def _spray_pairs(self, src: int, dst: int, tcp: bool = False) -> list[tuple[int, float]]:
         """Core (link, weight) pairs of ``src -> dst`` sprayed evenly over all its equal-cost paths."""
-        key = (src, dst)
+        key = (src, dst, tcp)
         pairs = self._spray_cache.get(key)
         if pairs is None:
-            paths = self.topology.paths(src, dst)
+            paths = self.topology.paths(src, dst, tcp)
             share: dict[int, float] = defaultdict(float)
             for p in paths:
                 for lk in p:
@@ -412,7 +421,7 @@ class Fabric:
                 qps[conn] = n_sub
         if self.track_congestion:
             flow.demand = min(flow.cap, entry[7])
-            flow.spray = self._spray_pairs(conn.src, conn.dst)
+            flow.spray = self._spray_pairs(conn.src, conn.dst, conn.tcp)
             self._offer(flow.spray, flow.demand, 1.0, self._spray_pending)
         if not split:
             self._place(flow, entry, now, seeds)

@@ -53,7 +53,7 @@ class PairModel:
         self.topology = topology
         lt = topology.links
         self._core = core_mask(topology)
-        self._cache: dict[tuple[int, int], tuple[float, float, tuple[int, ...]]] = {}
+        self._cache: dict[tuple[int, int, bool], tuple[float, float, tuple[int, ...]]] = {}
         nic_host = {nic: h for h, (_m, _g, _b, nics) in enumerate(topology.hosts) for nic in nics}
         self.nic_host = nic_host
         # Host aggregates: every byte leaving (entering) a host crosses one of its NIC ports.
@@ -69,15 +69,16 @@ class PairModel:
             if h is not None:
                 self.host_in_cap[h] += lt.capacity_Bps[lk]
 
-    def pair(self, src: int, dst: int) -> tuple[float, float, tuple[int, ...]]:
-        """``(rate_Bps, delay_s, forced_edge_links)`` of messages from GPU ``src`` to GPU ``dst``."""
-        key = (src, dst)
+    def pair(self, src: int, dst: int, tcp: bool = False) -> tuple[float, float, tuple[int, ...]]:
+        """``(rate_Bps, delay_s, forced_edge_links)`` of messages from GPU ``src`` to GPU ``dst``
+        (``tcp``: over the Ethernet NICs, for a communicator that mixes NIC families)."""
+        key = (src, dst, tcp)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
         topo, lt = self.topology, self.topology.links
-        paths = topo.paths(src, dst)
-        delay = min(topo.path_latency_s(p) for p in paths) + topo.message_overhead_s(src, dst)
+        paths = topo.paths(src, dst, tcp)
+        delay = min(topo.path_latency_s(p) for p in paths) + topo.message_overhead_s(src, dst, tcp)
         edge_sets = [{lk for lk in p if not self._core[lk]} for p in paths]
         forced = tuple(sorted(set.intersection(*edge_sets))) if edge_sets else ()
         # Max flow over the union of the equal-cost paths; parallel edge links add up, core is unbounded.
@@ -109,8 +110,10 @@ class IdealFabric:
         Messages sent per GPU (bounds the length of any dependency chain, for tolerances).
     """
 
-    def __init__(self, env: simpy.Environment, topology: Topology, model: PairModel | None = None):
+    def __init__(self, env: simpy.Environment, topology: Topology, model: PairModel | None = None,
+                 tcp: bool = False):
         self.env = env
+        self.tcp = tcp
         self.topology = topology
         self.model = model or PairModel(topology)
         self._busy: dict[Connection, float] = {}
@@ -129,7 +132,7 @@ class IdealFabric:
             _schedule(env, event)
             return event
         conn = connection if connection is not None else Connection(src, dst)
-        rate, delay, forced = self.model.pair(src, dst)
+        rate, delay, forced = self.model.pair(src, dst, self.tcp or conn.tcp)
         rate = min(rate, cap_Bps)
         start = max(env.now, self._busy.get(conn, 0.0))
         end = start + (size_bytes / rate if size_bytes else 0.0)

@@ -25,7 +25,14 @@ COLLECTIVE_COLUMNS = ["run_id", "job", "step", "label", "iteration", "op", "algo
                       "slowdown", "bound_s", "below_bound"]
 LINK_COLUMNS = ["run_id", "link_id", "src", "dst", "kind", "tier", "capacity_Bps", "bytes", "busy_s",
                 "mean_util", "peak_util", "peak_offered", "spray_peak_offered"]
-RESULT_FILES = ("runs.parquet", "collectives.parquet", "flows.parquet", "links.parquet")
+ITERATION_COLUMNS = ["run_id", "job", "name", "iteration", "start_s", "end_s", "duration_s", "compute_s", "tp_s",
+                     "pp_s", "dp_s", "bubble_s", "tflops_per_gpu"]
+JOB_COLUMNS = ["run_id", "job", "name", "kind", "placement", "n_ranks", "tp", "pp", "dp", "start_s", "end_s",
+               "iterations", "iteration_time_s", "tflops_per_gpu", "compute_s", "tp_s", "pp_s", "dp_s", "bubble_s",
+               "partition", "partition_trials", "nic_families", "comms", "tcp_tp", "tcp_dp", "tcp_pp",
+               "collective_calls", "slowdown"]
+RESULT_FILES = ("runs.parquet", "collectives.parquet", "flows.parquet", "links.parquet", "jobs.parquet",
+                "iterations.parquet")
 
 
 def collectives_frame(result: RunResult) -> pd.DataFrame:
@@ -34,6 +41,49 @@ def collectives_frame(result: RunResult) -> pd.DataFrame:
              r.channels, r.comm, r.start_s, r.end_s, r.duration_s, r.algbw_Bps, r.busbw_Bps, r.ideal_s, r.slowdown,
              r.bound_s, r.below_bound) for r in result.collectives]
     return pd.DataFrame(rows, columns=COLLECTIVE_COLUMNS)
+
+
+def iterations_frame(result: RunResult) -> pd.DataFrame:
+    """One row per training iteration: time, TFLOPS per GPU and its breakdown (empty without training)."""
+    names = {j.index: j.name for j in result.jobs}
+    rows = [(result.run_id, r.job, names.get(r.job, ""), r.iteration, r.start_s, r.end_s, r.duration_s, r.compute_s,
+             r.tp_s, r.pp_s, r.dp_s, r.bubble_s, r.tflops_per_gpu) for r in result.iterations]
+    return pd.DataFrame(rows, columns=ITERATION_COLUMNS)
+
+
+def jobs_frame(result: RunResult) -> pd.DataFrame:
+    """One row per job: placement, span, mean iteration time (training: with TFLOPS and breakdown)."""
+    from netsim.workload.pipeline import TrainingPlan
+    rows = []
+    for job in result.jobs:
+        calls = [c for c in result.collectives if c.job == job.index]
+        iters = [r for r in result.iterations if r.job == job.index]
+        row = dict.fromkeys(JOB_COLUMNS, np.nan)
+        row.update(run_id=result.run_id, job=job.index, name=job.name, kind=job.kind, placement=job.placement,
+                   n_ranks=len(job.gpus), start_s=job.began_s, end_s=job.ended_s, collective_calls=len(calls),
+                   slowdown=float(np.mean([c.slowdown for c in calls])) if calls else np.nan,
+                   nic_families=",".join(result.topology.nic_families(job.gpus)), partition="", partition_trials="[]")
+        plan = job.plan
+        if isinstance(plan, TrainingPlan):
+            row.update(tp=plan.par.tp, pp=plan.par.pp, dp=plan.par.dp, iterations=len(iters),
+                       iteration_time_s=float(np.mean([r.duration_s for r in iters])),
+                       tflops_per_gpu=float(np.mean([r.tflops_per_gpu for r in iters])),
+                       partition="/".join(map(str, plan.partition)), comms=len(plan.comms),
+                       partition_trials=json.dumps([{"partition": p, "iteration_s": t}
+                                                    for p, t in plan.partition_trials]),
+                       **{k: float(np.mean([getattr(r, k) for r in iters])) for k in
+                          ("compute_s", "tp_s", "pp_s", "dp_s", "bubble_s")},
+                       **{f"tcp_{kind}": sum(c.tcp for c in plan.comms if c.kind == kind)
+                          for kind in ("tp", "dp", "pp")})
+        else:
+            comms = {(c.comm, c.tcp) for c in plan.calls()}
+            row.update(iterations=job.iterations, comms=len(comms),
+                       iteration_time_s=(job.ended_s - job.began_s) / job.iterations)
+        rows.append(row)
+    df = pd.DataFrame(rows, columns=JOB_COLUMNS)
+    for col in ("tp", "pp", "dp", "tcp_tp", "tcp_dp", "tcp_pp", "comms"):
+        df[col] = df[col].astype("Int64")
+    return df
 
 
 def flows_frame(result: RunResult) -> pd.DataFrame:
@@ -117,8 +167,12 @@ def runs_frame(results: list[RunResult]) -> pd.DataFrame:
         uplinks = np.isin(r.topology.links.kind, [LINK_KINDS.index("up"), LINK_KINDS.index("down")])
         fab = r.fabric
         worst, spray = congestion(r)
+        iters = r.iterations
         row.update({
             "n_ranks": len(r.gpus),
+            "n_jobs": len(r.jobs),
+            "iteration_time_s": float(np.mean([i.duration_s for i in iters])) if iters else np.nan,
+            "tflops_per_gpu": float(np.mean([i.tflops_per_gpu for i in iters])) if iters else np.nan,
             "collective_time_s": float(durations.mean()) if len(durations) else np.nan,
             "algbw_Bps": float(np.mean([c.algbw_Bps for c in r.collectives])) if r.collectives else np.nan,
             "busbw_Bps": float(np.mean([c.busbw_Bps for c in r.collectives])) if r.collectives else np.nan,
@@ -164,6 +218,8 @@ def write_results(results: list[RunResult], out_dir: str | Path, manifest_extra:
         pd.concat([collectives_frame(r) for r in results]).to_parquet(tmp / "collectives.parquet", index=False)
         pd.concat([flows_frame(r) for r in results]).to_parquet(tmp / "flows.parquet", index=False)
         pd.concat([links_frame(r) for r in results]).to_parquet(tmp / "links.parquet", index=False)
+        pd.concat([jobs_frame(r) for r in results]).to_parquet(tmp / "jobs.parquet", index=False)
+        pd.concat([iterations_frame(r) for r in results]).to_parquet(tmp / "iterations.parquet", index=False)
         first = results[0]
         manifest = {
             "name": first.spec.name,
@@ -193,6 +249,8 @@ def write_results(results: list[RunResult], out_dir: str | Path, manifest_extra:
 
 
 def read_results(out_dir: str | Path) -> dict[str, pd.DataFrame]:
-    """Load a results directory's tables (``runs``, ``collectives``, ``flows``, ``links``)."""
+    """Load a results directory's tables (``runs``, ``collectives``, ``flows``, ``links``, ``jobs``,
+    ``iterations``; the last two are absent from directories written before netsim had jobs)."""
     out_dir = Path(out_dir)
-    return {name.removesuffix(".parquet"): pd.read_parquet(out_dir / name) for name in RESULT_FILES}
+    return {name.removesuffix(".parquet"): pd.read_parquet(out_dir / name) for name in RESULT_FILES
+            if name not in ("jobs.parquet", "iterations.parquet") or (out_dir / name).exists()}

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from netsim.collectives import CollectiveRecord
-from netsim.config import ExperimentSpec, LinkSpec
+from netsim.config import ExperimentSpec, JobSpec, LinkSpec, TrainingWorkload
 from netsim.engine import Environment, Fabric
-from netsim.errors import NetsimError
+from netsim.errors import ConfigError, NetsimError
 from netsim.engine.faults import fault_process, resolve_faults
 from netsim.placement import make_placement
 from netsim.routing import make_routing
@@ -21,6 +21,8 @@ from netsim.topology.dragonfly import dragonfly, frontier
 from netsim.topology.multicluster import multi_cluster
 from netsim.collectives.ideal import IdealModel
 from netsim.workload import SequencePlan, plan_workload, run_workload
+from netsim.workload.pipeline import IterationRecord, TrainingPlan, plan_training, run_training, stage_speeds
+from netsim.workload.training import partition_layers
 
 
 @dataclass
@@ -37,6 +39,8 @@ class RunResult:
     wall_s: float
     events: int
     extra: dict = field(default_factory=dict)
+    jobs: list = field(default_factory=list)        #: :class:`JobPlan` per job
+    iterations: list = field(default_factory=list)  #: :class:`IterationRecord` per training iteration
 
 
 def spec_hash(spec: ExperimentSpec) -> str:
@@ -68,7 +72,8 @@ def build_topology_spec(t) -> Topology:
     if t.type == "multi_cluster":
         return multi_cluster([{"name": c.name, **_leaf_spine_args(c)} for c in t.clusters],
                              interconnect_Bps=t.ethernet.bandwidth, interconnect_latency_s=t.ethernet.latency,
-                             tcp_nic=t.ethernet.nic.resolve(), eth_latency_s=t.ethernet.nic.latency)
+                             tcp_nic=t.ethernet.nic.resolve(), eth_latency_s=t.ethernet.nic.latency,
+                             numbering=t.numbering)
     return leaf_spine(**_leaf_spine_args(t), intra_overhead_s=t.intra_host.overhead)
 
 
@@ -87,27 +92,94 @@ def _leaf_spine_args(t) -> dict:
         nic_bandwidth_overrides={(o.host, o.nic): o.bandwidth for o in t.nic_overrides})
 
 
+@dataclass
+class JobPlan:
+    """One job of a run placed on the fabric: its GPUs and its resolved workload."""
+
+    index: int
+    name: str
+    kind: str                   #: ``training`` or ``collective``
+    placement: str
+    gpus: np.ndarray            #: rank -> GPU
+    plan: SequencePlan | TrainingPlan
+    start_s: float
+    iterations: int
+    spec: JobSpec
+    began_s: float = float("nan")  #: simulated time the job started (after ``start_s``)
+    ended_s: float = float("nan")  #: simulated time its last iteration ended
+
+
+def _job_path(spec: ExperimentSpec, index: int, path: str) -> str:
+    return f"jobs.{index}.{path}" if spec.jobs else path
+
+
+def place_jobs(spec: ExperimentSpec, topology: Topology, rng: np.random.Generator) -> list[JobPlan]:
+    """Place every job in order on the GPUs the earlier ones left free, and resolve its workload.
+
+    Training jobs get the even (or explicit) partition here; see :func:`choose_partitions`.
+    """
+    free = np.arange(topology.n_gpus)
+    jobs = []
+    for i, job in enumerate(spec.job_specs()):
+        policy_spec = job.placement or spec.placement
+        training = isinstance(job.workload, TrainingWorkload)
+        n_ranks = job.workload.ranks or topology.n_gpus
+        try:
+            policy = make_placement(policy_spec.type, policy_spec.options,
+                                    path=_job_path(spec, i, "placement") if job.placement else "placement")
+            gpus = policy.place(n_ranks, topology, rng, free)
+            if training:
+                plan = plan_training(job.workload, gpus.tolist(), topology, job=i, name=job.name)
+            else:
+                plan = plan_workload(job.workload, gpus.tolist(), topology=topology)
+        except ConfigError as exc:
+            if spec.jobs and not exc.path.startswith(("jobs.", "placement", "topology")):
+                raise ConfigError(exc.message, _job_path(spec, i, exc.path)) from None
+            raise
+        free = free[~np.isin(free, gpus)]
+        jobs.append(JobPlan(i, job.name, "training" if training else "collective", policy_spec.type, gpus, plan,
+                            job.start, job.iterations, job))
+    return jobs
+
+
 def place_ranks(spec: ExperimentSpec, topology: Topology, rng: np.random.Generator) -> np.ndarray:
-    """Rank -> GPU map of the workload's communicator."""
-    n_ranks = spec.workload.ranks or topology.n_gpus
-    policy = make_placement(spec.placement.type, spec.placement.options)
-    return policy.place(n_ranks, topology, rng)
+    """Rank -> GPU map of every job, concatenated in job order."""
+    return np.concatenate([j.gpus for j in place_jobs(spec, topology, rng)])
 
 
-def simulate(spec: ExperimentSpec, topology: Topology, gpus: np.ndarray, routing_rng: np.random.Generator,
-             plan: SequencePlan | None = None) -> tuple[Environment, Fabric, list[CollectiveRecord]]:
-    """Run the workload on a fresh SimPy environment until nothing is left to do."""
+def _job_process(env: Environment, fabric: Fabric, job: JobPlan, records: list, iteration_records: list,
+                 ideal: IdealModel | None):
+    if job.start_s > 0:
+        yield env.timeout(job.start_s)
+    job.began_s = env.now
+    for _ in range(job.iterations):
+        if isinstance(job.plan, TrainingPlan):
+            yield env.process(run_training(env, fabric, job.plan, iterations=job.plan.spec.iterations,
+                                           records=records, iteration_records=iteration_records, ideal=ideal))
+        else:
+            yield env.process(run_workload(env, fabric, job.plan, records=records, ideal=ideal, job=job.index))
+    job.ended_s = env.now
+
+
+def simulate(spec: ExperimentSpec, topology: Topology, jobs: list[JobPlan], routing_rng: np.random.Generator,
+             *, faults: bool = True, ideal: bool | None = None) -> tuple[Environment, Fabric, list, list]:
+    """Run the jobs on a fresh SimPy environment until nothing is left to do.
+
+    Returns ``(env, fabric, collective records, iteration records)``.
+    """
     env = Environment()
     routing = make_routing(spec.routing.type, topology, routing_rng, spec.routing.options)
     fabric = Fabric(env, topology, routing, completion_tolerance_s=spec.engine.completion_tolerance,
                     record_flows=spec.engine.record_flows, track_congestion=spec.engine.congestion)
     records: list[CollectiveRecord] = []
-    plan = plan or plan_workload(spec.workload, gpus.tolist())
-    ideal = IdealModel(topology, spec.engine.completion_tolerance) if spec.engine.ideal else None
-    work = env.process(run_workload(env, fabric, plan, records=records, ideal=ideal))
-    faults = resolve_faults(spec.faults, topology)
-    if faults:
-        env.process(fault_process(env, fabric, faults))
+    iteration_records: list[IterationRecord] = []
+    use_ideal = spec.engine.ideal if ideal is None else ideal
+    model = IdealModel(topology, spec.engine.completion_tolerance) if use_ideal else None
+    procs = [env.process(_job_process(env, fabric, job, records, iteration_records, model)) for job in jobs]
+    work = env.all_of(procs) if len(procs) > 1 else procs[0]
+    fault_list = resolve_faults(spec.faults, topology) if faults else []
+    if fault_list:
+        env.process(fault_process(env, fabric, fault_list))
     try:
         env.run(until=work)  # faults scheduled after the work has ended do not stretch the run
     except RuntimeError:
@@ -119,8 +191,82 @@ def simulate(spec: ExperimentSpec, topology: Topology, gpus: np.ndarray, routing
                           f"route left ({', '.join(down[:6])}{' ...' if len(down) > 6 else ''}); schedule an "
                           "'up' fault or fail a link with an alternative path")
     fabric.finalize()
-    records.sort(key=lambda r: (r.start_s, r.step, r.iteration))
-    return env, fabric, records
+    records.sort(key=lambda r: (r.start_s, r.job, r.step, r.iteration))
+    return env, fabric, records, iteration_records
+
+
+def choose_partitions(spec: ExperimentSpec, topology: Topology, jobs: list[JobPlan], seed_rng: np.random.Generator,
+                      ) -> None:
+    """Apply each training job's ``partition`` strategy (Holmes's self-adapting split) in place.
+
+    ``proportional`` and ``search`` simulate the job alone on the fabric (same routing policy, no
+    faults, no other jobs) for one iteration per candidate: first the even split, whose measured
+    per-stage speeds give the proportional split; ``search`` then moves one layer at a time
+    between neighbouring stages while the iteration gets shorter. Every candidate tried is kept in
+    ``plan.partition_trials``.
+    """
+    for job in jobs:
+        if not isinstance(job.plan, TrainingPlan):
+            continue
+        w = job.plan.spec
+        strategy = w.partition
+        if strategy == "auto":
+            strategy = "search" if job.placement == "holmes" else "even"
+        if isinstance(strategy, list) or strategy == "even" or job.plan.par.pp == 1:
+            continue
+        routing_seed = int(seed_rng.integers(2**63))
+        tried: dict[tuple[int, ...], tuple[float, dict]] = {}
+
+        def evaluate(partition: list[int]) -> float:
+            key = tuple(partition)
+            if key not in tried:
+                plan = plan_training(w, job.gpus.tolist(), topology, job=0, name=job.name, partition=partition)
+                one = JobPlan(0, job.name, "training", job.placement, job.gpus, plan, 0.0, 1, job.spec)
+                alone = spec.model_copy(update={"engine": spec.engine.model_copy(
+                    update={"record_flows": False, "congestion": False, "ideal": False})})
+                probe = _training_probe(alone, topology, one, np.random.default_rng(routing_seed))
+                tried[key] = probe
+                job.plan.partition_trials.append((list(partition), probe[0]))
+            return tried[key][0]
+
+        even = list(job.plan.partition)
+        evaluate(even)
+        speeds = stage_speeds(plan_training(w, job.gpus.tolist(), topology, partition=even), tried[tuple(even)][1])
+        best = partition_layers(job.plan.model.layers, speeds)
+        best_t = evaluate(best)
+        if evaluate(even) < best_t:
+            best, best_t = even, evaluate(even)
+        if strategy == "search":
+            while True:
+                moves = []
+                for i in range(len(best) - 1):
+                    for src, dst in ((i, i + 1), (i + 1, i)):
+                        if best[src] > 1:
+                            cand = list(best)
+                            cand[src] -= 1
+                            cand[dst] += 1
+                            moves.append(cand)
+                scored = sorted((evaluate(c), c) for c in moves)
+                if not scored or scored[0][0] >= best_t * (1 - 1e-9):
+                    break
+                best_t, best = scored[0]
+        job.plan = plan_training(w, job.gpus.tolist(), topology, job=job.index, name=job.name, partition=best)
+        job.plan.partition_trials = [(list(k), v[0]) for k, v in tried.items()]
+
+
+def _training_probe(spec: ExperimentSpec, topology: Topology, job: JobPlan,
+                    rng: np.random.Generator) -> tuple[float, dict]:
+    """(iteration time, per-(stage, replica) breakdown) of one iteration of ``job`` alone."""
+    env = Environment()
+    routing = make_routing(spec.routing.type, topology, rng, spec.routing.options)
+    fabric = Fabric(env, topology, routing, completion_tolerance_s=spec.engine.completion_tolerance,
+                    record_flows=False, track_congestion=False)
+    accounts: list = []
+    iters: list = []
+    env.process(run_training(env, fabric, job.plan, iterations=1, records=[], iteration_records=iters,
+                             accounts=accounts))
+    env.run()
+    return iters[0].duration_s, accounts[0]
 
 
 def _rngs(spec: ExperimentSpec) -> tuple[np.random.Generator, np.random.Generator]:
@@ -131,11 +277,10 @@ def _rngs(spec: ExperimentSpec) -> tuple[np.random.Generator, np.random.Generato
 def prepare(spec: ExperimentSpec) -> tuple[Topology, np.ndarray]:
     """Everything before the simulation (topology and placement): what ``netsim validate`` checks."""
     topology = build_topology(spec)
-    gpus = place_ranks(spec, topology, _rngs(spec)[0])
+    jobs = place_jobs(spec, topology, _rngs(spec)[0])  # sub-communicator selectors fit the placed ranks?
     make_routing(spec.routing.type, topology, _rngs(spec)[1], spec.routing.options)  # policy fits the fabric?
-    plan_workload(spec.workload, gpus.tolist())  # sub-communicator selectors fit the placed ranks?
     resolve_faults(spec.faults, topology)  # fault targets exist?
-    return topology, gpus
+    return topology, np.concatenate([j.gpus for j in jobs])
 
 
 def run_experiment(spec: ExperimentSpec) -> RunResult:
@@ -153,9 +298,11 @@ def run_experiment(spec: ExperimentSpec) -> RunResult:
     t0 = time.perf_counter()
     placement_rng, routing_rng = _rngs(spec)
     topology = build_topology(spec)
-    gpus = place_ranks(spec, topology, placement_rng)
-    plan = plan_workload(spec.workload, gpus.tolist())
-    env, fabric, records = simulate(spec, topology, gpus, routing_rng, plan)
-    return RunResult(spec=spec, run_id=spec_hash(spec), topology=topology, gpus=gpus, fabric=fabric,
-                     collectives=records, sim_time_s=env.now, wall_s=time.perf_counter() - t0,
-                     events=env.events_processed)
+    jobs = place_jobs(spec, topology, placement_rng)
+    if any(j.kind == "training" for j in jobs):
+        choose_partitions(spec, topology, jobs, np.random.default_rng(np.random.SeedSequence(spec.seed).spawn(3)[2]))
+    env, fabric, records, iterations = simulate(spec, topology, jobs, routing_rng)
+    return RunResult(spec=spec, run_id=spec_hash(spec), topology=topology,
+                     gpus=np.concatenate([j.gpus for j in jobs]), fabric=fabric, collectives=records,
+                     sim_time_s=env.now, wall_s=time.perf_counter() - t0, events=env.events_processed, jobs=jobs,
+                     iterations=iterations)

@@ -1,7 +1,8 @@
 """Placement policies: which GPU each rank of a job runs on; registered by their YAML name.
 
 A policy is built with its YAML options and maps ``n_ranks`` ranks to distinct GPUs:
-``place(n_ranks, topology, rng) -> numpy array`` (index = rank, value = GPU id).
+``place(n_ranks, topology, rng, free=None) -> numpy array`` (index = rank, value = GPU id).
+``free`` (sorted GPU ids) restricts the choice to the GPUs earlier jobs of a mix left free.
 """
 
 from __future__ import annotations
@@ -18,25 +19,34 @@ from netsim.topology import Topology
 class Placement(Protocol):
     """Maps ranks to GPUs."""
 
-    def place(self, n_ranks: int, topology: Topology, rng: np.random.Generator) -> np.ndarray: ...
+    def place(self, n_ranks: int, topology: Topology, rng: np.random.Generator,
+              free: np.ndarray | None = None) -> np.ndarray: ...
 
 
 PLACEMENT: Registry[Placement] = Registry("placement policy")
 
 
-def _check_fits(n_ranks: int, topology: Topology) -> None:
+def _check_fits(n_ranks: int, topology: Topology, free: np.ndarray | None = None) -> None:
     if n_ranks > topology.n_gpus:
         raise ConfigError(f"{n_ranks} ranks do not fit on {topology.n_gpus} GPUs", "workload.ranks")
+    if free is not None and n_ranks > len(free):
+        raise ConfigError(f"{n_ranks} ranks do not fit on the {len(free)} GPUs the earlier jobs left free "
+                          f"(of {topology.n_gpus})", "workload.ranks")
 
 
 @PLACEMENT.register("sequential")
 class Sequential:
-    """Rank i on GPU i: fills hosts in order, GPUs of a host in order (Megatron/NCCL default)."""
+    """Rank i on GPU i: fills hosts in order, GPUs of a host in order (Megatron/NCCL default).
 
-    def place(self, n_ranks: int, topology: Topology, rng: np.random.Generator) -> np.ndarray:
-        """Ranks 0..n-1 on GPUs 0..n-1."""
-        _check_fits(n_ranks, topology)
-        return np.arange(n_ranks)
+    A training job's ranks are in Megatron's order (TP fastest, then DP, then PP), so consecutive
+    GPUs form its TP groups, then its DP groups, and pipeline stages are the outermost blocks.
+    """
+
+    def place(self, n_ranks: int, topology: Topology, rng: np.random.Generator,
+              free: np.ndarray | None = None) -> np.ndarray:
+        """Ranks 0..n-1 on the first n (free) GPUs."""
+        _check_fits(n_ranks, topology, free)
+        return np.arange(n_ranks) if free is None else np.asarray(free[:n_ranks])
 
 
 @PLACEMENT.register("random")
@@ -55,15 +65,58 @@ class Random:
             raise ConfigError(f"'by' must be 'gpu' or 'host', got {by!r}", "placement.by")
         self.by = by
 
-    def place(self, n_ranks: int, topology: Topology, rng: np.random.Generator) -> np.ndarray:
-        """A seeded random rank -> GPU map."""
-        _check_fits(n_ranks, topology)
+    def place(self, n_ranks: int, topology: Topology, rng: np.random.Generator,
+              free: np.ndarray | None = None) -> np.ndarray:
+        """A seeded random rank -> GPU map (over the free GPUs)."""
+        _check_fits(n_ranks, topology, free)
         if self.by == "gpu":
-            return rng.permutation(topology.n_gpus)[:n_ranks]
+            if free is None:
+                return rng.permutation(topology.n_gpus)[:n_ranks]
+            return np.asarray(free)[rng.permutation(len(free))[:n_ranks]]
         hosts = rng.permutation(topology.n_hosts)
         order = np.argsort(topology.gpu_host, kind="stable")
+        if free is not None:
+            order = order[np.isin(order, free)]
         by_host = [order[topology.gpu_host[order] == h] for h in range(topology.n_hosts)]
         return np.concatenate([by_host[h] for h in hosts])[:n_ranks]
+
+
+@PLACEMENT.register("holmes")
+class Holmes:
+    """Holmes's NIC-aware placement: ranks sorted by NIC family, so each cluster is a contiguous block.
+
+    GPUs are ordered by their NIC family (the family with the most NIC bandwidth per GPU first,
+    ties by lowest GPU id), then by GPU id, and rank i takes the i-th. With Megatron's rank order
+    (pipeline stages outermost) a stage's TP and DP groups then stay inside one cluster whenever
+    the clusters hold whole stages, and only pipeline sends cross clusters. The self-adapting
+    layer partition is the training workload's ``partition: auto`` under this placement.
+    """
+
+    def place(self, n_ranks: int, topology: Topology, rng: np.random.Generator,
+              free: np.ndarray | None = None) -> np.ndarray:
+        """Free GPUs sorted by (NIC family rank, GPU id); the first ``n_ranks``."""
+        _check_fits(n_ranks, topology, free)
+        gpus = np.arange(topology.n_gpus) if free is None else np.asarray(free)
+        family_rank = {f: i for i, f in enumerate(nic_family_order(topology))}
+        families = [topology.nic_profile[int(topology.gpu_nic[g])].family for g in gpus]
+        keys = np.array([family_rank[f] for f in families], dtype=np.int64)
+        return gpus[np.lexsort((gpus, keys))][:n_ranks]
+
+
+def nic_family_order(topology: Topology) -> list[str]:
+    """NIC families of the fabric, fastest first: by NIC bandwidth per GPU, then by first GPU id."""
+    per_gpu: dict[str, list[float]] = {}
+    first: dict[str, int] = {}
+    for h, (model, gpu0, _base, nics) in enumerate(topology.hosts):
+        for local in range(model.n_gpus):
+            nic = nics[model.gpu_nic[local]]
+            prof = topology.nic_profile[nic]
+            first.setdefault(prof.family, gpu0 + local)
+        rdma = {nics[model.gpu_nic[i]] for i in range(model.n_gpus)}
+        bw = sum(topology.nic_profile[n].port_capacity_Bps * topology.nic_profile[n].ports for n in rdma)
+        for n in rdma:
+            per_gpu.setdefault(topology.nic_profile[n].family, []).append(bw / model.n_gpus)
+    return sorted(per_gpu, key=lambda f: (-sum(per_gpu[f]) / len(per_gpu[f]), first[f]))
 
 
 def make_placement(name: str, options: dict | None = None, path: str = "placement") -> Placement:
@@ -71,4 +124,4 @@ def make_placement(name: str, options: dict | None = None, path: str = "placemen
     return PLACEMENT.create(name, options, path=path)
 
 
-__all__ = ["PLACEMENT", "Placement", "make_placement"]
+__all__ = ["PLACEMENT", "Placement", "make_placement", "nic_family_order"]

@@ -23,18 +23,20 @@ class Connection(NamedTuple):
     channel: int = 0
     job: int = 0
     comm: int = 0  #: communicator within the job: concurrent communicators own separate queue pairs
+    tcp: bool = False  #: the communicator mixes NIC families: TCP over the hosts' Ethernet NICs (Holmes's rule)
 
     def label(self) -> str:
         """Compact text form used in results (``src>dst#channel``; job/communicator prefixes when non-zero)."""
-        base = f"{self.src}>{self.dst}#{self.channel}"
+        base = f"{self.src}>{self.dst}#{self.channel}" + ("/tcp" if self.tcp else "")
         if self.comm:
             base = f"c{self.comm}:{base}"
         return f"j{self.job}:{base}" if self.job else base
 
     def hash_key(self) -> tuple[int, ...]:
         """The integers a hashing policy mixes: ``comm`` only when non-zero, so adding it left every
-        existing single-communicator hash (and so every ECMP collision pattern) unchanged."""
-        return tuple(self) if self.comm else tuple(self)[:4]
+        existing single-communicator hash (and so every ECMP collision pattern) unchanged. ``tcp``
+        is left out: a TCP connection's candidate paths are different ones anyway."""
+        return tuple(self)[:5] if self.comm else tuple(self)[:4]
 
 
 #: A routing decision: a list of (path as link ids, fraction of the bytes), fractions summing to 1.

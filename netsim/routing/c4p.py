@@ -60,11 +60,11 @@ class C4P(PolicyBase):
         self.repair = repair
         self._routes: dict[Connection, Routes] = {}
         self._index: dict[Connection, int] = {}
-        self._choices: dict[tuple[int, int], list[tuple[int, ...]]] = {}
+        self._choices: dict[tuple[int, int, bool], list[tuple[int, ...]]] = {}
 
     def _candidates(self, conn: Connection) -> list[tuple[int, ...]]:
         """The pair's paths reduced to the planned links on which they differ."""
-        key = (conn.src, conn.dst)
+        key = (conn.src, conn.dst, conn.tcp)
         cached = self._choices.get(key)
         if cached is None:
             paths = self.topology.paths(*key)
@@ -81,7 +81,7 @@ class C4P(PolicyBase):
     def _best(self, conn: Connection, avoid: int | None = None, limit: float = math.inf) -> int | None:
         """Index of ``conn``'s cheapest live candidate (cost: max load after adding it, then the sum),
         skipping those over link ``avoid`` or whose max would exceed ``limit``; None if there is none."""
-        paths = self.topology.paths(conn.src, conn.dst)
+        paths = self.topology.paths(conn.src, conn.dst, conn.tcp)
         load = self.connections
         best, best_cost = None, None
         for i, links in enumerate(self._candidates(conn)):
@@ -101,7 +101,7 @@ class C4P(PolicyBase):
             if load[lk] > self._peak:
                 self._peak = load[lk]
         self._index[conn] = index
-        routes = self._routes[conn] = [(self.topology.paths(conn.src, conn.dst)[index], 1.0)]
+        routes = self._routes[conn] = [(self.topology.paths(conn.src, conn.dst, conn.tcp)[index], 1.0)]
         return routes
 
     def _release(self, conn: Connection) -> None:
@@ -139,7 +139,7 @@ class C4P(PolicyBase):
             if other in moving:
                 continue
             mark = len(log)
-            paths = self.topology.paths(other.src, other.dst)
+            paths = self.topology.paths(other.src, other.dst, other.tcp)
             home = self._index[other]
             log.append((other, home))
             self._release(other)
@@ -184,7 +184,7 @@ class C4P(PolicyBase):
         peak = self._peak
         if self.repair and peak > 0 and self._fits(self._candidates(conn)[best], peak):
             budget = [self.repair * 500]
-            paths = self.topology.paths(conn.src, conn.dst)
+            paths = self.topology.paths(conn.src, conn.dst, conn.tcp)
             for i, links in enumerate(self._candidates(conn)):  # the first candidate made room for wins
                 over = self._fits(links, peak)
                 if len(over) == 1 and (not self.failed or self.failed.isdisjoint(paths[i])) \

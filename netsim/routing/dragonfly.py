@@ -49,7 +49,7 @@ class _Dragonfly(PolicyBase):
 
     def minimal_paths(self, conn: Connection) -> list[tuple[int, ...]]:
         """Fewest-hop paths of ``conn`` (the live ones, once routing knows of failed links)."""
-        return self.live(self.topology.paths(conn.src, conn.dst))
+        return self.live(self.topology.paths(conn.src, conn.dst, conn.tcp))
 
     def valiant_path(self, conn: Connection, rng: np.random.Generator) -> tuple[int, ...] | None:
         """A path through a random intermediate group: to it over one of its cables, then minimal.

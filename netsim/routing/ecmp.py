@@ -53,7 +53,7 @@ class ECMP(PolicyBase):
 
     def decide(self, connection: Connection) -> Routes:
         """The routes ``connection`` gets now (no caching)."""
-        return [(self.pick(self.topology.paths(connection.src, connection.dst), connection.hash_key()), 1.0)]
+        return [(self.pick(self.topology.paths(connection.src, connection.dst, connection.tcp), connection.hash_key()), 1.0)]
 
     def paths(self, connection: Connection) -> Routes:
         """The single path of ``connection``, chosen by hash on first use and then fixed."""

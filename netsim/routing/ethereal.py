@@ -94,14 +94,14 @@ class Ethereal(PolicyBase):
         self._routes: dict[Connection, Routes] = {}
         self._cursor: defaultdict[tuple, int] = defaultdict(int)
 
-    def options(self, src: int, dst: int) -> tuple[tuple, dict]:
+    def options(self, src: int, dst: int, tcp: bool = False) -> tuple[tuple, dict]:
         """(sorted uplink keys, key -> path) of a GPU pair; a key is the path's NIC port and core links."""
-        cached = self._options.get((src, dst))
+        cached = self._options.get((src, dst, tcp))
         if cached is None:
             by_key: dict[tuple, tuple[int, ...]] = {}
-            for path in self.topology.paths(src, dst):
+            for path in self.topology.paths(src, dst, tcp):
                 by_key.setdefault(tuple(lk for lk in path if self._choice[lk]), path)
-            cached = self._options[(src, dst)] = (tuple(sorted(by_key)), by_key)
+            cached = self._options[(src, dst, tcp)] = (tuple(sorted(by_key)), by_key)
         return cached
 
     def _live_keys(self, keys: tuple) -> tuple:
@@ -114,7 +114,7 @@ class Ethereal(PolicyBase):
         """Plan one instant's sends: per (sender NIC, destination uplink set), the split construction."""
         groups: defaultdict[tuple, list[Connection]] = defaultdict(list)
         for conn in dict.fromkeys(connections):
-            keys, _ = self.options(conn.src, conn.dst)
+            keys, _ = self.options(conn.src, conn.dst, conn.tcp)
             groups[(self.topology.nic_of(conn.src), keys)].append(conn)
         for (nic, keys), conns in groups.items():
             live = self._live_keys(keys)
@@ -122,7 +122,7 @@ class Ethereal(PolicyBase):
             conns.sort(key=lambda c: (c.dst, c.channel, c.job, c.comm))
             start = self._cursor[(nic, keys)]
             for conn, pieces in zip(conns, self.splitter(len(conns), s)):
-                by_key = self.options(conn.src, conn.dst)[1]
+                by_key = self.options(conn.src, conn.dst, conn.tcp)[1]
                 routes = [(by_key[live[(start + u) % s]], frac) for u, frac in pieces]
                 if routes != self._routes.get(conn):
                     self._routes[conn] = routes
@@ -144,7 +144,7 @@ class Ethereal(PolicyBase):
         for conn, routes in list(self._routes.items()):
             if all(self.failed.isdisjoint(p) for p, _ in routes):
                 continue
-            keys, by_key = self.options(conn.src, conn.dst)
+            keys, by_key = self.options(conn.src, conn.dst, conn.tcp)
             live = self._live_keys(keys)
             self._routes[conn] = [(p, frac) if self.failed.isdisjoint(p) else (by_key[live[i % len(live)]], frac)
                                   for i, (p, frac) in enumerate(routes)]

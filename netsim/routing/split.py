@@ -40,7 +40,7 @@ class Split(ECMP):
 
     def decide(self, connection: Connection) -> Routes:
         """``ways`` independently hashed sub-flows, equal shares."""
-        candidates = self.topology.paths(connection.src, connection.dst)
+        candidates = self.topology.paths(connection.src, connection.dst, connection.tcp)
         key = connection.hash_key()
         share = 1.0 / self.ways
         return [(self.pick(candidates, key if i == 0 else (*key, -i)), share) for i in range(self.ways)]

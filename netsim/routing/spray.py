@@ -29,15 +29,15 @@ class Spray(PolicyBase):
         super().__init__()
         self.topology = topology
         self.reaction_s = option_time(reconvergence, "reconvergence")
-        self._routes: dict[tuple[int, int], Routes] = {}
+        self._routes: dict[tuple[int, int, bool], Routes] = {}
 
-    def _decide(self, key: tuple[int, int]) -> Routes:
+    def _decide(self, key: tuple[int, int, bool]) -> Routes:
         candidates = self.live(self.topology.paths(*key))
         return [(p, 1.0 / len(candidates)) for p in candidates]
 
     def paths(self, connection: Connection) -> Routes:
         """All live equal-cost paths of ``connection``, equal shares (shared by every connection of the pair)."""
-        key = (connection.src, connection.dst)
+        key = (connection.src, connection.dst, connection.tcp)
         routes = self._routes.get(key)
         if routes is None:
             routes = self._routes[key] = self._decide(key)

@@ -196,13 +196,15 @@ class Topology:
         self._switch_paths[key] = paths
         return paths
 
-    def paths(self, src: int, dst: int) -> list[Path]:
+    def paths(self, src: int, dst: int, tcp: bool = False) -> list[Path]:
         """All equal-cost link paths from GPU ``src`` to GPU ``dst`` (sorted, cached).
 
         Intra-host pairs use the host's fewest-hop local paths; other pairs go GPU -> NIC (inside the
         host), out of a NIC port, over fewest-hop switch paths, and NIC -> GPU at the other end.
+        ``tcp``: the pair belongs to a communicator that mixes NIC families, so it talks TCP through
+        the hosts' Ethernet NICs even if its own two NICs could form an RDMA connection.
         """
-        key = (src, dst)
+        key = (src, dst, tcp) if tcp else (src, dst)
         cached = self._gpu_paths.get(key)
         if cached is not None:
             return cached
@@ -212,7 +214,7 @@ class Topology:
         elif self.gpu_host[src] == self.gpu_host[dst]:
             paths = [tuple(base_s + k for k in p) for p in m_s.local_paths(ls, dst - (src - ls))]
         else:
-            r_s, r_d = self._nics_for(src, dst)
+            r_s, r_d = self._nics_for(src, dst, tcp)
             candidates = [(up, *mid, down) for up, sw_a, sw_b, down in self.port_pairs(src, dst, r_s, r_d)
                           for mid in self.switch_paths(sw_a, sw_b)]
             if not candidates:
@@ -222,12 +224,17 @@ class Topology:
         self._gpu_paths[key] = paths
         return paths
 
-    def _nics_for(self, src: int, dst: int) -> tuple[int, int]:
-        """Local NIC indices a message from ``src`` to ``dst`` uses (the transport rule)."""
+    def _nics_for(self, src: int, dst: int, tcp: bool = False) -> tuple[int, int]:
+        """Local NIC indices a message from ``src`` to ``dst`` uses (the transport rule).
+
+        ``tcp`` forces the Ethernet NICs when the hosts have them (a mixed communicator).
+        """
         m_s, _, _, nics_s, ls = self._local(src)
         m_d, _, _, nics_d, ld = self._local(dst)
         r_s, r_d = m_s.gpu_nic[ls], m_d.gpu_nic[ld]
-        if same_fabric(self.nic_profile[nics_s[r_s]], self.nic_profile[nics_d[r_d]]):
+        a, b = self.nic_profile[nics_s[r_s]], self.nic_profile[nics_d[r_d]]
+        native = same_fabric(a, b) or a.transport == b.transport == "tcp"
+        if native and not (tcp and self.tcp_nic):
             return r_s, r_d
         h_s, h_d = int(self.gpu_host[src]), int(self.gpu_host[dst])
         if h_s not in self.tcp_nic or h_d not in self.tcp_nic:
@@ -236,11 +243,11 @@ class Topology:
                               "and no Ethernet NIC to fall back to TCP")
         return self.tcp_nic[h_s], self.tcp_nic[h_d]
 
-    def transport(self, src: int, dst: int) -> NicProfile | None:
+    def transport(self, src: int, dst: int, tcp: bool = False) -> NicProfile | None:
         """The NIC profile whose transport carries ``src`` -> ``dst`` (``None`` inside a host)."""
         if self.gpu_host[src] == self.gpu_host[dst]:
             return None
-        r_s, _ = self._nics_for(src, dst)
+        r_s, _ = self._nics_for(src, dst, tcp)
         return self.nic_profile[self.hosts[int(self.gpu_host[src])][3][r_s]]
 
     def port_pairs(self, src: int, dst: int, r_s: int | None = None,
@@ -264,6 +271,21 @@ class Topology:
         downs = [tuple(base_d + k for k in p) for p in m_d.local_paths(m_d.nic_node(r_d), ld)]
         return [a + f + b for a in ups for f in fabric_paths for b in downs]
 
+    def nic_families(self, gpus) -> list[str]:
+        """Distinct NIC families (``infiniband``, ``roce``, ...) the GPUs' own NICs belong to, sorted."""
+        return sorted({self.nic_profile[int(self.gpu_nic[g])].family for g in gpus})
+
+    def mixes_fabrics(self, gpus) -> bool:
+        """The communicator transport rule: True when ``gpus`` span several hosts whose NICs cannot all
+        form RDMA connections with each other (Holmes: such a communicator falls back to TCP over the
+        Ethernet NICs for every inter-host pair; intra-host pairs stay on the host's links)."""
+        gpus = [int(g) for g in gpus]
+        if len({int(self.gpu_host[g]) for g in gpus}) < 2:
+            return False
+        profiles = list({self.nic_profile[int(self.gpu_nic[g])] for g in gpus})
+        first = profiles[0]
+        return any(not (same_fabric(first, p) or first.transport == p.transport == "tcp") for p in profiles[1:])
+
     def nic_of(self, gpu: int) -> int:
         """Graph node of the NIC ``gpu`` sends through."""
         return int(self.gpu_nic[gpu])
@@ -272,9 +294,9 @@ class Topology:
         """Sum of propagation latencies along ``path``."""
         return float(self.links.latency_s[list(path)].sum()) if path else 0.0
 
-    def message_overhead_s(self, src: int, dst: int) -> float:
+    def message_overhead_s(self, src: int, dst: int, tcp: bool = False) -> float:
         """Per-message overhead of a message from GPU ``src`` to GPU ``dst``."""
-        profile = self.transport(src, dst)
+        profile = self.transport(src, dst, tcp)
         return self.intra_overhead_s if profile is None else profile.latency_s
 
     def describe(self) -> dict:

@@ -18,6 +18,7 @@ from netsim.collectives.ideal import IdealModel
 from netsim.config import CollectiveWorkload, SequenceWorkload
 from netsim.engine import Fabric
 from netsim.errors import ConfigError
+from netsim.topology import Topology
 
 
 @dataclass
@@ -35,6 +36,7 @@ class CallPlan:
     gpus: list[int]
     comm: int
     calls: int = 0  #: calls made so far (the ``iteration`` column counts across sequence repeats)
+    tcp: bool = False  #: the communicator mixes NIC families, so it talks TCP (``Topology.mixes_fabrics``)
 
 
 @dataclass
@@ -88,12 +90,13 @@ def select_ranks(selector: int | list[int] | str | None, gpus: Sequence[int], pa
 
 
 def plan_workload(workload: CollectiveWorkload | SequenceWorkload, gpus: Sequence[int],
-                  path: str = "workload") -> SequencePlan:
+                  path: str = "workload", topology: Topology | None = None) -> SequencePlan:
     """Resolve every step's communicator; ConfigError (with the step's YAML path) on a bad selector.
 
     Distinct rank sets become distinct communicators (``comm`` ids in order of appearance), so
     concurrent sub-communicators use their own connections, while steps over the same ranks reuse
-    theirs, as calls on one NCCL communicator do.
+    theirs, as calls on one NCCL communicator do. With ``topology``, the transport rule is applied
+    per communicator: one that mixes NIC families talks TCP (``CallPlan.tcp``).
     """
     comms: dict[tuple[int, ...], int] = {tuple(gpus): 0}
     counter = [0]
@@ -102,8 +105,9 @@ def plan_workload(workload: CollectiveWorkload | SequenceWorkload, gpus: Sequenc
         step = counter[0]
         counter[0] += 1
         comm = comms.setdefault(tuple(members), len(comms))
+        tcp = topology is not None and topology.mixes_fabrics(members)
         return CallPlan(step, w.label or f"{w.op}/{w.algorithm}", w.op, w.algorithm, w.size, w.channels, w.chunk,
-                        w.iterations, members, comm)
+                        w.iterations, members, comm, tcp=tcp)
 
     def walk(w: SequenceWorkload, members: list[int], at: str) -> SequencePlan:
         plan = SequencePlan(w.mode, w.iterations)
@@ -136,8 +140,10 @@ def _run_step(env, fabric, step, records, ideal, job) -> Generator:
         yield from run_workload(env, fabric, step, records=records, ideal=ideal, job=job)
         return
     run = get_algorithm(step.op, step.algorithm)
+    if step.tcp:
+        fabric.use_tcp(job, step.comm)
     bound = ideal.ideal(step.op, step.algorithm, step.gpus, step.size_bytes, channels=step.channels,
-                        chunk_bytes=step.chunk_bytes) if ideal is not None else None
+                        chunk_bytes=step.chunk_bytes, tcp=step.tcp) if ideal is not None else None
     for _ in range(step.iterations):
         start = env.now
         yield env.process(run(env, fabric, step.gpus, step.size_bytes, channels=step.channels, job=job,

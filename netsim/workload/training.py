@@ -162,6 +162,28 @@ def partition_layers(layers: int, speeds: list[float]) -> list[int]:
     return counts
 
 
+def one_f_one_b_order(stages: int, micro_batches: int) -> list[list[tuple[str, int]]]:
+    """Per stage, its 1F1B sequence of ``("F"|"B", micro-batch)``: ``min(p - i - 1, m)`` warm-up
+    forwards, then one forward and one backward alternately, then the remaining backwards.
+
+    >>> one_f_one_b_order(2, 3)
+    [[('F', 0), ('F', 1), ('B', 0), ('F', 2), ('B', 1), ('B', 2)], [('F', 0), ('B', 0), ('F', 1), ('B', 1), ('F', 2), ('B', 2)]]
+    """
+    order = []
+    for i in range(stages):
+        warm = min(stages - i - 1, micro_batches)
+        ops = [("F", j) for j in range(warm)]
+        f_next, b_next = warm, 0
+        while f_next < micro_batches:
+            ops.append(("F", f_next))
+            f_next += 1
+            ops.append(("B", b_next))
+            b_next += 1
+        ops.extend(("B", j) for j in range(b_next, micro_batches))
+        order.append(ops)
+    return order
+
+
 def one_f_one_b(forward_s: list[float], backward_s: list[float], micro_batches: int,
                 send_s: float = 0.0) -> tuple[float, list[list[tuple[str, int, float, float]]]]:
     """The 1F1B (PipeDream-Flush) schedule of one iteration, with a fixed cost per stage-to-stage send.
@@ -182,18 +204,7 @@ def one_f_one_b(forward_s: list[float], backward_s: list[float], micro_batches: 
     15.0
     """
     p, m = len(forward_s), micro_batches
-    order = []
-    for i in range(p):
-        warm = min(p - i - 1, m)
-        ops = [("F", j) for j in range(warm)]
-        f_next, b_next = warm, 0
-        while f_next < m:
-            ops.append(("F", f_next))
-            f_next += 1
-            ops.append(("B", b_next))
-            b_next += 1
-        ops.extend(("B", j) for j in range(b_next, m))
-        order.append(ops)
+    order = one_f_one_b_order(p, m)
     done: dict[tuple[str, int, int], float] = {}
     position = [0] * p
     clock = [0.0] * p

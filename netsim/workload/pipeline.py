@@ -1,0 +1,414 @@
+"""Training iterations on the Fabric: 1F1B micro-batches, TP allreduces, PP sends, DP gradient sync.
+
+A job of ``tp x pp x dp`` ranks is laid out in Megatron's order (rank = ``stage x dp x tp +
+replica x tp + tp_index``: TP fastest, then DP, then PP) and mapped to GPUs by its placement.
+Every TP, DP and PP group is a communicator with its own connections; one whose GPUs mix NIC
+families talks TCP over the Ethernet NICs (``Topology.mixes_fabrics``), as Holmes describes.
+
+Each pipeline stage of each data-parallel replica (one TP group: its ``tp`` GPUs move in
+lockstep) is a SimPy process that walks its 1F1B order. A forward of micro-batch ``j`` waits for
+the activation from the previous stage, computes (duration from the FLOPs and the GPU profile),
+allreduces over its TP group, and posts the activation to the next stage (one message of
+``activation/tp`` bytes per TP rank, Megatron's scatter-gather, not waited for by the sender); a
+backward does the same in the other direction with twice the compute. After its last backward
+the stage synchronises gradients with the same stage of the other replicas: allreduce, or
+reduce-scatter then allgather with a sharded optimizer, in ``dp_buckets`` buckets; with
+``overlap_dp`` each bucket starts as soon as the last backward has produced its gradients.
+
+Per iteration and per stage process the time splits into compute, exposed TP (every TP
+allreduce blocks), exposed PP (waiting for an activation/gradient that is in flight), exposed DP
+(after the last compute until the gradients are synchronised) and bubble (the rest: waiting for
+a peer stage that has not sent yet, or for the slowest process at the iteration's end). The job's
+breakdown is the mean over its stage processes; every part sums to the iteration time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+
+import simpy
+
+from netsim.collectives import CollectiveRecord, get_algorithm
+from netsim.collectives.ideal import IdealModel
+from netsim.config import TrainingWorkload
+from netsim.engine import Fabric
+from netsim.routing.base import Connection
+from netsim.topology import Topology
+from netsim.workload.training import (GPU_PROFILES, GPTModel, GPUProfile, Parallelism, one_f_one_b_order,
+                                     partition_layers)
+
+BREAKDOWN = ("compute_s", "tp_s", "pp_s", "dp_s", "bubble_s")
+
+
+@dataclass(frozen=True)
+class Communicator:
+    """One TP, DP or PP group of a training job."""
+
+    kind: str        #: ``tp``, ``dp`` or ``pp``
+    index: int       #: position among the job's groups of that kind
+    comm: int        #: communicator id on the fabric (``Connection.comm``)
+    gpus: tuple[int, ...]
+    families: tuple[str, ...]  #: NIC families of its GPUs
+    tcp: bool        #: mixes NIC families, so it talks TCP over the Ethernet NICs
+
+
+@dataclass
+class TrainingPlan:
+    """A training job resolved against its placed GPUs: model, layout, stage costs, communicators."""
+
+    job: int
+    name: str
+    spec: TrainingWorkload
+    model: GPTModel
+    par: Parallelism
+    gpu: GPUProfile
+    gpus: list[int]                 #: rank -> GPU
+    partition: list[int]            #: layers per pipeline stage
+    comms: list[Communicator] = field(default_factory=list)
+    tp_groups: dict[tuple[int, int], Communicator] = field(default_factory=dict)   #: (stage, replica)
+    dp_groups: dict[tuple[int, int], Communicator] = field(default_factory=dict)   #: (stage, tp index)
+    pp_groups: dict[tuple[int, int], Communicator] = field(default_factory=dict)   #: (replica, tp index)
+    partition_trials: list[tuple[list[int], float]] = field(default_factory=list)  #: (partition, iteration s)
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per pipeline per iteration."""
+        return self.par.micro_batches(self.model)
+
+    def rank(self, stage: int, replica: int, tp_index: int) -> int:
+        """Megatron's rank of (stage, data-parallel replica, tensor-parallel index)."""
+        return (stage * self.par.dp + replica) * self.par.tp + tp_index
+
+    def forward_s(self, stage: int) -> float:
+        """One micro-batch's forward compute on one GPU of ``stage`` (its layers, the logits on the last)."""
+        flops = self.partition[stage] * self.model.layer_forward_flops()
+        if stage == self.par.pp - 1:
+            flops += self.model.logits_forward_flops()
+        return self.gpu.seconds(flops / self.par.tp)
+
+    def backward_s(self, stage: int) -> float:
+        """Backward compute: twice the forward (no activation recomputation)."""
+        return 2.0 * self.forward_s(stage)
+
+    def stage_params(self, stage: int) -> float:
+        """Parameters held by ``stage`` (its layers; the embedding on the first stage, the tied output
+        embedding's copy on the last)."""
+        m, p = self.model, self.par.pp
+        params = self.partition[stage] * m.layer_params
+        if stage == 0:
+            params += m.embedding_params
+        if stage == p - 1 and p > 1:
+            params += m.vocab * m.hidden
+        return float(params)
+
+    def grad_bytes(self, stage: int) -> float:
+        """Gradient bytes one GPU of ``stage`` synchronises per iteration (its 1/tp shard of the stage)."""
+        per = self.spec.grad_bytes or self.model.dtype_bytes
+        return self.stage_params(stage) / self.par.tp * per
+
+    def param_bytes(self, stage: int) -> float:
+        """Parameter bytes one GPU of ``stage`` holds (what a sharded optimizer allgathers)."""
+        return self.stage_params(stage) / self.par.tp * self.model.dtype_bytes
+
+    def tp_bytes(self, stage: int) -> float:
+        """Bytes of the TP allreduces of one pass of ``stage``: two of ``b s h`` elements per layer."""
+        return 2.0 * self.partition[stage] * self.model.activation_bytes()
+
+    def pp_bytes(self) -> float:
+        """Bytes each TP rank sends to its peer in the next (previous) stage per micro-batch."""
+        return self.model.activation_bytes() / self.par.tp
+
+    def compute_only_s(self) -> float:
+        """Iteration time with free communication and a perfect pipeline-free schedule of one stage:
+        ``m x (forward + backward)`` of the slowest stage (the 1F1B schedule adds the bubble)."""
+        return self.micro_batches * max(self.forward_s(s) + self.backward_s(s) for s in range(self.par.pp))
+
+
+def gpu_profile(spec: TrainingWorkload) -> GPUProfile:
+    """The job's GPU profile with the spec's overrides."""
+    base = GPU_PROFILES[spec.gpu.profile]
+    return GPUProfile(base.name, spec.gpu.peak_tflops * 1e12 if spec.gpu.peak_tflops else base.peak_flops,
+                      spec.gpu.efficiency or base.efficiency)
+
+
+def model_of(spec: TrainingWorkload) -> GPTModel:
+    """The :class:`GPTModel` of a training spec."""
+    m = spec.model
+    return GPTModel(m.layers, m.hidden, m.heads, m.seq_len, m.vocab, m.micro_batch, m.global_batch, m.dtype_bytes)
+
+
+def plan_training(spec: TrainingWorkload, gpus: list[int], topology: Topology, *, job: int = 0, name: str = "",
+                  partition: list[int] | None = None) -> TrainingPlan:
+    """Resolve a training job on its placed GPUs (rank -> GPU): communicators, transports, partition.
+
+    ``partition`` (layers per stage) defaults to the spec's explicit list, else the even split;
+    the ``proportional`` and ``search`` strategies are applied by :func:`choose_partition`.
+    """
+    p = spec.parallelism
+    par = Parallelism(p.tp, p.pp, p.dp, p.sharded_optimizer, p.overlap_dp)
+    model = model_of(spec)
+    if partition is None:
+        partition = list(spec.partition) if isinstance(spec.partition, list) else \
+            partition_layers(model.layers, [1.0] * par.pp)
+    plan = TrainingPlan(job, name, spec, model, par, gpu_profile(spec), [int(g) for g in gpus], list(partition))
+
+    def add(kind: str, index: int, ranks: list[int]) -> Communicator:
+        members = tuple(plan.gpus[r] for r in ranks)
+        comm = Communicator(kind, index, len(plan.comms) + 1, members, tuple(topology.nic_families(members)),
+                            topology.mixes_fabrics(members))
+        plan.comms.append(comm)
+        return comm
+
+    for s in range(par.pp):
+        for d in range(par.dp):
+            plan.tp_groups[(s, d)] = add("tp", len(plan.tp_groups), [plan.rank(s, d, k) for k in range(par.tp)])
+    for s in range(par.pp):
+        for k in range(par.tp):
+            plan.dp_groups[(s, k)] = add("dp", len(plan.dp_groups), [plan.rank(s, d, k) for d in range(par.dp)])
+    for d in range(par.dp):
+        for k in range(par.tp):
+            plan.pp_groups[(d, k)] = add("pp", len(plan.pp_groups), [plan.rank(s, d, k) for s in range(par.pp)])
+    return plan
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """One training iteration of one job, as written to ``iterations.parquet``."""
+
+    job: int
+    iteration: int
+    start_s: float
+    end_s: float
+    compute_s: float
+    tp_s: float
+    pp_s: float
+    dp_s: float
+    bubble_s: float
+    flops: float
+    world: int
+
+    @property
+    def duration_s(self) -> float:
+        """Iteration time."""
+        return self.end_s - self.start_s
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        """Model TFLOPS per GPU (Megatron's metric, no recomputation counted)."""
+        return self.flops / (self.duration_s * self.world) / 1e12 if self.duration_s > 0 else math.nan
+
+
+class _Mailbox:
+    """Activations and gradients between stages: one event per (direction, stage, replica, micro-batch)."""
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self.events: dict[tuple, simpy.Event] = {}
+        self.posted: dict[tuple, float] = {}
+
+    def meet(self, key: tuple) -> simpy.Event:
+        ev = self.events.pop(key, None)
+        if ev is None:
+            ev = self.events[key] = self.env.event()
+        return ev
+
+
+class _Iteration:
+    """One iteration of one job: the stage processes, their mailbox, DP rendezvous and accounting."""
+
+    def __init__(self, env: simpy.Environment, fabric: Fabric, plan: TrainingPlan, iteration: int,
+                 records: list[CollectiveRecord], ideal: IdealModel | None):
+        self.env, self.fabric, self.plan, self.iteration = env, fabric, plan, iteration
+        self.records, self.ideal = records, ideal
+        self.box = _Mailbox(env)
+        self.buckets: dict[tuple[int, int], list] = {}
+        self.account: dict[tuple[int, int], dict[str, float]] = {}
+        self.order = one_f_one_b_order(plan.par.pp, plan.micro_batches)
+
+    # ------------------------------------------------------------------ collectives
+    def _collective(self, op: str, algorithm: str, comm: Communicator, size: float, channels: int,
+                    label: str) -> Generator:
+        env = self.env
+        start = env.now
+        run = get_algorithm(op, algorithm)
+        yield env.process(run(env, self.fabric, list(comm.gpus), size, channels=channels, job=self.plan.job,
+                              comm=comm.comm))
+        bound = self.ideal.ideal(op, algorithm, comm.gpus, size, channels=channels, tcp=comm.tcp) \
+            if self.ideal is not None else None
+        self.records.append(CollectiveRecord(
+            self.plan.job, self.iteration, op, algorithm, size, len(comm.gpus), channels, start, env.now,
+            ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,
+            slack_s=self.fabric.tolerance_s * bound.chain if bound else 0.0, label=label, comm=comm.comm))
+
+    def _tp(self, stage: int, replica: int, size: float) -> Generator:
+        if self.plan.par.tp == 1 or size <= 0:
+            return
+        c = self.plan.spec.tp_comm
+        yield from self._collective("allreduce", c.algorithm, self.plan.tp_groups[(stage, replica)], size,
+                                    c.channels, "tp")
+
+    def _pass(self, stage: int, replica: int, compute_s: float, acct: dict, pieces: int = 1,
+              after_piece: Callable[[int], None] | None = None) -> Generator:
+        """Compute one forward/backward pass with its TP allreduces, optionally in ``pieces``."""
+        env, plan = self.env, self.plan
+        if plan.spec.tp_granularity == "layer" and plan.par.tp > 1:
+            # attention and MLP blocks of every layer each end with an allreduce of b s h elements
+            steps, size = 2 * plan.partition[stage], plan.model.activation_bytes()
+        else:
+            steps, size = pieces, plan.tp_bytes(stage) / pieces
+        fired = 0
+        for i in range(steps):
+            t = env.now
+            yield env.timeout(compute_s / steps)
+            acct["compute_s"] += env.now - t
+            t = env.now
+            yield from self._tp(stage, replica, size)
+            acct["tp_s"] += env.now - t
+            if after_piece is not None:
+                while fired < (i + 1) * pieces // steps:
+                    after_piece(fired)
+                    fired += 1
+
+    # ------------------------------------------------------------------ pipeline sends
+    def _send(self, direction: str, src_stage: int, dst_stage: int, replica: int, micro: int) -> None:
+        plan, fabric, env = self.plan, self.fabric, self.env
+        key = (direction, dst_stage, replica, micro)
+        ev = self.box.meet(key)
+        self.box.posted[key] = env.now
+        events = []
+        for k in range(plan.par.tp):
+            src = plan.gpus[plan.rank(src_stage, replica, k)]
+            dst = plan.gpus[plan.rank(dst_stage, replica, k)]
+            comm = plan.pp_groups[(replica, k)]
+            conn = Connection(src, dst, 0, plan.job, comm.comm)
+            events.append(fabric.send(src, dst, plan.pp_bytes(), conn, event=ev if plan.par.tp == 1 else None))
+        if plan.par.tp > 1:
+            env.process(self._join(events, ev))
+
+    def _join(self, events: list, ev: simpy.Event) -> Generator:
+        yield self.env.all_of(events)
+        ev.succeed()
+
+    def _receive(self, direction: str, stage: int, replica: int, micro: int, acct: dict) -> Generator:
+        key = (direction, stage, replica, micro)
+        ev = self.box.meet(key)
+        t0 = self.env.now
+        yield ev
+        posted = self.box.posted.pop(key)
+        acct["pp_s"] += self.env.now - max(t0, posted)
+
+    # ------------------------------------------------------------------ data parallel
+    def _bucket_sizes(self, stage: int) -> list[float]:
+        n = self.plan.spec.dp_buckets
+        return [1.0 / n] * n
+
+    def _dp_bucket(self, stage: int, bucket: int) -> simpy.Event:
+        """Join the DP rendezvous of ``(stage, bucket)``; the returned event fires when it is synchronised.
+
+        The last replica to arrive starts the bucket's collectives (one per TP index, concurrently),
+        after the stage's previous bucket has finished (buckets share one stream, as in NCCL)."""
+        plan = self.plan
+        state = self.buckets.setdefault((stage, bucket), [0, self.env.event()])
+        state[0] += 1
+        if state[0] == plan.par.dp:
+            self.env.process(self._sync_bucket(stage, bucket, state[1]))
+        return state[1]
+
+    def _sync_bucket(self, stage: int, bucket: int, done: simpy.Event) -> Generator:
+        plan, env = self.plan, self.env
+        if bucket > 0:
+            yield self.buckets[(stage, bucket - 1)][1]
+        share = self._bucket_sizes(stage)[bucket]
+        c = plan.spec.dp_comm
+        procs = []
+        for k in range(plan.par.tp):
+            comm = plan.dp_groups[(stage, k)]
+            if plan.par.sharded_optimizer:
+                procs.append(env.process(self._collective("reduce_scatter", c.algorithm, comm,
+                                                          plan.grad_bytes(stage) * share, c.channels, "dp")))
+            else:
+                procs.append(env.process(self._collective("allreduce", c.algorithm, comm,
+                                                          plan.grad_bytes(stage) * share, c.channels, "dp")))
+        yield env.all_of(procs)
+        if plan.par.sharded_optimizer and bucket == plan.spec.dp_buckets - 1:
+            procs = [env.process(self._collective("allgather", c.algorithm, plan.dp_groups[(stage, k)],
+                                                  plan.param_bytes(stage), c.channels, "dp"))
+                     for k in range(plan.par.tp)]
+            yield env.all_of(procs)
+        done.succeed()
+
+    # ------------------------------------------------------------------ one stage process
+    def stage(self, stage: int, replica: int) -> Generator:
+        """Walk the 1F1B order of ``stage`` for data-parallel ``replica``, then synchronise gradients."""
+        env, plan = self.env, self.plan
+        p, m = plan.par.pp, plan.micro_batches
+        acct = self.account[(stage, replica)] = dict.fromkeys(BREAKDOWN, 0.0)
+        overlap = plan.par.overlap_dp and plan.par.dp > 1
+        pending: list[simpy.Event] = []
+        ops = self.order[stage]
+        for n, (op, j) in enumerate(ops):
+            last = n == len(ops) - 1
+            if op == "F":
+                if stage > 0:
+                    yield from self._receive("F", stage, replica, j, acct)
+                yield from self._pass(stage, replica, plan.forward_s(stage), acct)
+                if stage < p - 1:
+                    self._send("F", stage, stage + 1, replica, j)
+            else:
+                if stage < p - 1:
+                    yield from self._receive("B", stage, replica, j, acct)
+                if last and overlap:
+                    yield from self._pass(stage, replica, plan.backward_s(stage), acct, pieces=plan.spec.dp_buckets,
+                                          after_piece=lambda b: pending.append(self._dp_bucket(stage, b)))
+                else:
+                    yield from self._pass(stage, replica, plan.backward_s(stage), acct)
+                if stage > 0:
+                    self._send("B", stage, stage - 1, replica, j)
+        if m == 0:  # pragma: no cover - validated: at least one micro-batch
+            return
+        t = env.now
+        if plan.par.dp > 1:
+            if not overlap:
+                pending = [self._dp_bucket(stage, b) for b in range(plan.spec.dp_buckets)]
+            yield env.all_of(pending)
+        acct["dp_s"] += env.now - t
+
+
+def run_training(env: simpy.Environment, fabric: Fabric, plan: TrainingPlan, *, iterations: int,
+                 records: list[CollectiveRecord], iteration_records: list[IterationRecord],
+                 ideal: IdealModel | None = None, accounts: list | None = None) -> Generator:
+    """Run ``iterations`` training iterations of ``plan`` (each ends when every stage has finished).
+
+    Appends every collective call to ``records`` and one :class:`IterationRecord` per iteration;
+    ``accounts`` (optional) receives each iteration's per-(stage, replica) breakdown.
+    """
+    for comm in plan.comms:
+        if comm.tcp:
+            fabric.use_tcp(plan.job, comm.comm)
+    flops = plan.model.iteration_flops()
+    for _ in range(iterations):
+        it = sum(1 for r in iteration_records if r.job == plan.job)
+        start = env.now
+        state = _Iteration(env, fabric, plan, it, records, ideal)
+        procs = [env.process(state.stage(s, d)) for s in range(plan.par.pp) for d in range(plan.par.dp)]
+        yield env.all_of(procs)
+        total = env.now - start
+        n = len(state.account)
+        mean = {k: sum(a[k] for a in state.account.values()) / n for k in BREAKDOWN[:-1]}
+        bubble = total - sum(mean.values())
+        mean["bubble_s"] = 0.0 if abs(bubble) <= 1e-12 * total else bubble  # rounding noise of the sum
+        iteration_records.append(IterationRecord(plan.job, it, start, env.now, **mean, flops=flops,
+                                                 world=plan.par.world))
+        if accounts is not None:
+            accounts.append(state.account)
+
+
+def stage_speeds(plan: TrainingPlan, accounts: dict[tuple[int, int], dict[str, float]]) -> list[float]:
+    """Layers per second of busy time (compute, TP and DP) of each stage, from one simulated iteration."""
+    speeds = []
+    for s in range(plan.par.pp):
+        busy = [a["compute_s"] + a["tp_s"] + a["dp_s"] for (st, _d), a in accounts.items() if st == s]
+        speeds.append(plan.partition[s] / (sum(busy) / len(busy)))
+    return speeds
