@@ -165,7 +165,7 @@ def _jobs_table(jobs) -> Table:
     """One line per job: placement, ranks, iteration time, TFLOPS per GPU and the time breakdown."""
     table = Table(title="jobs (training: mean per iteration; breakdown = mean over stage processes)")
     cols = ("job", "kind", "placement", "ranks", "tp/pp/dp", "partition", "iteration", "TFLOPS/GPU", "compute",
-            "TP", "PP", "DP", "bubble", "TCP comms")
+            "TP", "PP", "DP", "bubble", "TCP comms", "slowdown")
     for col in cols:
         table.add_column(col, justify="left" if col in ("job", "kind", "placement", "partition") else "right")
 
@@ -179,7 +179,8 @@ def _jobs_table(jobs) -> Table:
             f"{j['tp']}/{j['pp']}/{j['dp']}" if training else "-", j["partition"] or "-", t(j["iteration_time_s"]),
             f"{j['tflops_per_gpu']:.1f}" if training else "-", t(j["compute_s"]), t(j["tp_s"]), t(j["pp_s"]),
             t(j["dp_s"]), t(j["bubble_s"]),
-            f"{j['tcp_tp']}/{j['tcp_dp']}/{j['tcp_pp']}" if training else "-")
+            f"{j['tcp_tp']}/{j['tcp_dp']}/{j['tcp_pp']}" if training else "-",
+            "-" if j["slowdown"] != j["slowdown"] else f"{j['slowdown']:.3f}x")
     return table
 
 

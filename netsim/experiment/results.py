@@ -47,7 +47,8 @@ def iterations_frame(result: RunResult) -> pd.DataFrame:
     """One row per training iteration: time, TFLOPS per GPU and its breakdown (empty without training)."""
     names = {j.index: j.name for j in result.jobs}
     rows = [(result.run_id, r.job, names.get(r.job, ""), r.iteration, r.start_s, r.end_s, r.duration_s, r.compute_s,
-             r.tp_s, r.pp_s, r.dp_s, r.bubble_s, r.tflops_per_gpu) for r in result.iterations]
+             r.tp_s, r.pp_s, r.dp_s, r.bubble_s, r.tflops_per_gpu)
+            for r in sorted(result.iterations, key=lambda r: (r.job, r.iteration))]
     return pd.DataFrame(rows, columns=ITERATION_COLUMNS)
 
 

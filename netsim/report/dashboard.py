@@ -91,11 +91,54 @@ def _collective_figures(colls: pd.DataFrame) -> list[go.Figure]:
     return figs
 
 
+BREAKDOWN = {"compute_s": "compute", "tp_s": "exposed TP", "pp_s": "exposed PP", "dp_s": "exposed DP",
+             "bubble_s": "bubble"}
+
+
+def _job_figures(jobs: pd.DataFrame, iterations: pd.DataFrame) -> list[go.Figure]:
+    """Jobs table; for training jobs, the iteration-time breakdown and the time of every iteration."""
+    table = jobs.assign(**{
+        "iteration (ms)": (jobs["iteration_time_s"] * 1e3).round(3),
+        "TFLOPS/GPU": jobs["tflops_per_gpu"].round(1),
+        "start (ms)": (jobs["start_s"] * 1e3).round(3), "end (ms)": (jobs["end_s"] * 1e3).round(3),
+        "tp/pp/dp": jobs["tp"].astype(str) + "/" + jobs["pp"].astype(str) + "/" + jobs["dp"].astype(str),
+        "TCP comms tp/dp/pp": jobs["tcp_tp"].astype(str) + "/" + jobs["tcp_dp"].astype(str) + "/"
+        + jobs["tcp_pp"].astype(str), "slowdown": jobs["slowdown"].round(3)})
+    cols = ["run_id", "name", "kind", "placement", "n_ranks", "tp/pp/dp", "partition", "start (ms)", "end (ms)",
+            "iterations", "iteration (ms)", "TFLOPS/GPU", "TCP comms tp/dp/pp", "slowdown"]
+    fig = go.Figure(go.Table(header={"values": cols}, cells={"values": [table[c].astype(str) for c in cols]}))
+    fig.update_layout(title="Jobs", height=160 + 28 * min(len(table), 40), margin={"t": 50, "b": 10, "l": 10, "r": 10})
+    figs = [fig]
+    if len(iterations):
+        mean = iterations.groupby(["run_id", "name"], as_index=False, sort=False)[list(BREAKDOWN)].mean()
+        long = mean.melt(id_vars=["run_id", "name"], value_vars=list(BREAKDOWN), var_name="part", value_name="s")
+        long["part"] = long["part"].map(BREAKDOWN)
+        long["ms"] = long["s"] * 1e3
+        long["job"] = long["name"] if long["run_id"].nunique() == 1 else long["run_id"] + " " + long["name"]
+        figs.append(px.bar(long, x="job", y="ms", color="part", barmode="stack",
+                           title="Training iteration time by part (ms, mean over iterations and stages)"))
+        it = iterations.assign(ms=iterations["duration_s"] * 1e3)
+        if it.groupby(["run_id", "name"]).size().max() < 2:
+            return figs
+        figs.append(px.line(it, x="iteration", y="ms", color="name", markers=True,
+                            line_dash="run_id" if it["run_id"].nunique() > 1 else None,
+                            title="Iteration time per job (ms)"))
+        figs[-1].update_xaxes(dtick=1)
+    return figs
+
+
 def build_figures(results_dir: str | Path) -> list[go.Figure]:
     """The dashboard's figures for one results directory, in page order."""
     t = read_results(results_dir)
     runs, colls, flows, links = t["runs"], t["collectives"], t["flows"], t["links"]
+    jobs, iterations = t.get("jobs"), t.get("iterations")
     figs = [_summary(runs, colls)]
+    if jobs is not None and (len(jobs) > 1 or (jobs["kind"] == "training").any()):
+        figs += _job_figures(jobs, iterations if iterations is not None else pd.DataFrame())
+        training = jobs.loc[jobs["kind"] == "training", ["run_id", "job"]]
+        # a training job's TP/DP calls are summarised by its breakdown, not plotted one by one
+        keep = ~colls.set_index(["run_id", "job"]).index.isin(pd.MultiIndex.from_frame(training))
+        colls = colls[keep]
     if len(colls):
         figs += _collective_figures(colls)
     if len(flows):
