@@ -163,11 +163,13 @@ def _print_summary(tables: dict, name: str) -> None:
 
 def _jobs_table(jobs) -> Table:
     """One line per job: placement, ranks, iteration time, TFLOPS per GPU and the time breakdown."""
-    table = Table(title="jobs (training: mean per iteration; breakdown = mean over stage processes)")
-    cols = ("job", "kind", "placement", "ranks", "tp/pp/dp", "partition", "iteration", "TFLOPS/GPU", "compute",
-            "TP", "PP", "DP", "bubble", "TCP comms", "slowdown")
+    table = Table(title="jobs (training: mean per iteration, TFLOPS per GPU, time breakdown = mean over stage "
+                        "processes, communicators over TCP as tp/dp/pp)")
+    cols = ("job", "kind", "placement", "ranks", "tp/pp/dp", "layers", "iteration", "TFLOPS", "compute",
+            "TP", "PP", "DP", "bubble", "TCP", "slowdown")
     for col in cols:
-        table.add_column(col, justify="left" if col in ("job", "kind", "placement", "partition") else "right")
+        table.add_column(col, justify="left" if col in ("job", "kind", "placement", "layers") else "right",
+                         no_wrap=col in ("job", "placement", "layers"))
 
     def t(v) -> str:
         return "-" if v != v else units.format_time(float(v), 4)

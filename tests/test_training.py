@@ -329,3 +329,41 @@ def test_shipped_gpt_configs_have_their_parameter_counts(tmp_path, name, params)
 def _root():
     from pathlib import Path
     return Path(__file__).resolve().parent.parent
+
+
+def test_cli_reports_a_bad_job_with_file_line_and_exit_2(tmp_path):
+    from typer.testing import CliRunner
+
+    from netsim.cli import app
+    exp = tmp_path / "bad.yaml"
+    exp.write_text(f"""name: bad
+topology: {_root() / 'topologies/holmes-ib-only.yaml'}
+jobs:
+  - name: a
+    workload: {{from: {_root() / 'workloads/gpt-3.6b.yaml'}}}
+  - name: b
+    workload:
+      from: {_root() / 'workloads/gpt-3.6b.yaml'}
+      parallelism: {{tp: 8, pp: 31, dp: 1}}
+""")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", str(exp), "--out", str(out)])
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert f"{exp}:9: jobs.1.workload.parallelism.pp: 30 layers cannot fill 31 pipeline stages" in text, text
+    assert "Traceback" not in text and not out.exists()
+
+
+def test_cli_runs_a_training_experiment_and_its_dashboard_shows_the_breakdown(tmp_path):
+    from typer.testing import CliRunner
+
+    from netsim.cli import app
+    from netsim.report.dashboard import build_figures
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", HOLMES, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "22/14" in result.output and "TFLOPS" in result.output and "holmes-hetero" in result.output, result.output
+    titles = [f.layout.title.text for f in build_figures(out)]
+    assert "Jobs" in titles and any("iteration time by part" in t for t in titles)
+    html = (out / "report.html").read_text()
+    assert "exposed DP" in html
