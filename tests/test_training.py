@@ -308,7 +308,8 @@ def test_workload_files_and_from_overrides(tmp_path):
     assert spec.workload.model.name == "gpt-7.5b" and spec.workload.model.layers == 36
     assert spec.topology.numbering == "interleaved" and spec.topology.clusters[0].name == "ib"
     missing = tmp_path / "x.yaml"
-    missing.write_text(f"name: x\ntopology: {_root() / 'topologies/holmes-ib-only.yaml'}\nworkload: {{from: nope.yaml}}\n")
+    topology = _root() / "topologies/holmes-ib-only.yaml"
+    missing.write_text(f"name: x\ntopology: {topology}\nworkload: {{from: nope.yaml}}\n")
     with pytest.raises(ConfigError, match="workload file 'nope.yaml' not found"):
         load_spec(missing)
 
@@ -318,9 +319,10 @@ def test_workload_files_and_from_overrides(tmp_path):
 def test_shipped_gpt_configs_have_their_parameter_counts(tmp_path, name, params):
     from netsim.workload.pipeline import model_of
     exp = tmp_path / "e.yaml"
-    exp.write_text(f"name: e\ntopology: {{type: leaf_spine, leaves: 1, spines: 1, hosts_per_leaf: 1, "
-                   f"gpus_per_host: 1, nics_per_host: 1, nic: {{bandwidth: 1Gbps}}, uplink: {{bandwidth: 1Gbps}}, "
-                   f"intra_host: {{bandwidth: 1GB/s}}}}\nworkload: {{from: {json.dumps(str(_root() / 'workloads' / (name + '.yaml')))}}}\n")
+    workload = json.dumps(str(_root() / "workloads" / f"{name}.yaml"))
+    exp.write_text("name: e\ntopology: {type: leaf_spine, leaves: 1, spines: 1, hosts_per_leaf: 1, gpus_per_host: 1, "
+                   "nics_per_host: 1, nic: {bandwidth: 1Gbps}, uplink: {bandwidth: 1Gbps}, "
+                   f"intra_host: {{bandwidth: 1GB/s}}}}\nworkload: {{from: {workload}}}\n")
     spec = load_spec(exp)
     assert model_of(spec.workload).params == pytest.approx(params, rel=0.01)
     assert math.isfinite(spec.workload.ranks)
@@ -362,7 +364,7 @@ def test_cli_runs_a_training_experiment_and_its_dashboard_shows_the_breakdown(tm
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["run", HOLMES, "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "22/14" in result.output and "TFLOPS" in result.output and "holmes-hetero" in result.output, result.output
+    assert all(word in result.output for word in ("22/14", "TFLOPS", "holmes-hetero")), result.output
     titles = [f.layout.title.text for f in build_figures(out)]
     assert "Jobs" in titles and any("iteration time by part" in t for t in titles)
     html = (out / "report.html").read_text()

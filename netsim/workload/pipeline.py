@@ -120,10 +120,6 @@ class TrainingPlan:
         """Bytes each TP rank sends to its peer in the next (previous) stage per micro-batch."""
         return self.model.activation_bytes() / self.par.tp
 
-    def compute_only_s(self) -> float:
-        """Iteration time with free communication and a perfect pipeline-free schedule of one stage:
-        ``m x (forward + backward)`` of the slowest stage (the 1F1B schedule adds the bubble)."""
-        return self.micro_batches * max(self.forward_s(s) + self.backward_s(s) for s in range(self.par.pp))
 
 
 def gpu_profile(spec: TrainingWorkload) -> GPUProfile:
@@ -300,10 +296,6 @@ class _Iteration:
         acct["pp_s"] += self.env.now - max(t0, posted)
 
     # ------------------------------------------------------------------ data parallel
-    def _bucket_sizes(self, stage: int) -> list[float]:
-        n = self.plan.spec.dp_buckets
-        return [1.0 / n] * n
-
     def _dp_bucket(self, stage: int, bucket: int) -> simpy.Event:
         """Join the DP rendezvous of ``(stage, bucket)``; the returned event fires when it is synchronised.
 
@@ -320,7 +312,7 @@ class _Iteration:
         plan, env = self.plan, self.env
         if bucket > 0:
             yield self.buckets[(stage, bucket - 1)][1]
-        share = self._bucket_sizes(stage)[bucket]
+        share = 1.0 / plan.spec.dp_buckets  # equal buckets
         c = plan.spec.dp_comm
         procs = []
         for k in range(plan.par.tp):
@@ -343,7 +335,7 @@ class _Iteration:
     def stage(self, stage: int, replica: int) -> Generator:
         """Walk the 1F1B order of ``stage`` for data-parallel ``replica``, then synchronise gradients."""
         env, plan = self.env, self.plan
-        p, m = plan.par.pp, plan.micro_batches
+        p = plan.par.pp
         acct = self.account[(stage, replica)] = dict.fromkeys(BREAKDOWN, 0.0)
         overlap = plan.par.overlap_dp and plan.par.dp > 1
         pending: list[simpy.Event] = []
@@ -366,8 +358,6 @@ class _Iteration:
                     yield from self._pass(stage, replica, plan.backward_s(stage), acct)
                 if stage > 0:
                     self._send("B", stage, stage - 1, replica, j)
-        if m == 0:  # pragma: no cover - validated: at least one micro-batch
-            return
         t = env.now
         if plan.par.dp > 1:
             if not overlap:

@@ -166,8 +166,11 @@ def one_f_one_b_order(stages: int, micro_batches: int) -> list[list[tuple[str, i
     """Per stage, its 1F1B sequence of ``("F"|"B", micro-batch)``: ``min(p - i - 1, m)`` warm-up
     forwards, then one forward and one backward alternately, then the remaining backwards.
 
-    >>> one_f_one_b_order(2, 3)
-    [[('F', 0), ('F', 1), ('B', 0), ('F', 2), ('B', 1), ('B', 2)], [('F', 0), ('B', 0), ('F', 1), ('B', 1), ('F', 2), ('B', 2)]]
+    >>> first, last = one_f_one_b_order(2, 3)
+    >>> first
+    [('F', 0), ('F', 1), ('B', 0), ('F', 2), ('B', 1), ('B', 2)]
+    >>> last
+    [('F', 0), ('B', 0), ('F', 1), ('B', 1), ('F', 2), ('B', 2)]
     """
     order = []
     for i in range(stages):
