@@ -411,7 +411,8 @@ class TrainingWorkload(_Spec):
     #: moved a layer at a time while the simulated iteration gets shorter), or an explicit list.
     partition: Literal["auto", "even", "proportional", "search"] | list[PositiveInt] = "auto"
     #: One TP allreduce per stage and pass (``stage``: the layers' bytes together, cheap to
-    #: simulate) or two per layer and pass as Megatron issues them (``layer``).
+    #: simulate; with ``overlap_dp`` the last backward's is cut with the gradient buckets, one
+    #: piece per bucket) or two per layer and pass as Megatron issues them (``layer``).
     tp_granularity: Literal["stage", "layer"] = "stage"
     #: Gradient buckets per stage (each synchronised as soon as its layers' gradients are ready
     #: when ``overlap_dp``).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -226,7 +227,7 @@ def multijob(routing: str = "ecmp", **over) -> dict:
     return {"name": "mj", "seed": 3, "topology": topo, "routing": routing, "placement": {"type": "random",
             "by": "host"}, "jobs": [
                 {"name": "a", "workload": w},
-                {"name": "b", "workload": w, "start": "1ms", "iterations": 2},
+                {"name": "b", "workload": copy.deepcopy(w), "start": "1ms", "iterations": 2},
                 {"name": "c", "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring",
                                            "size": "16MiB", "ranks": 4}, "placement": "sequential"}], **over}
 
@@ -279,6 +280,21 @@ def test_bad_training_specs_name_the_key(change, path, words):
     with pytest.raises(ConfigError) as exc:
         parse_spec({"name": "t", "topology": one_host(8), "workload": training(**change)})
     assert exc.value.path == path and words in exc.value.message
+
+
+def test_an_algorithm_that_does_not_suit_a_group_is_refused_before_the_run():
+    w = training(parallelism={"tp": 3, "dp": 2}, tp_comm={"algorithm": "halving_doubling"})
+    with pytest.raises(ConfigError) as exc:
+        run_experiment(parse_spec({"name": "t", "topology": one_host(6), "workload": w}))
+    assert exc.value.path == "workload.tp_comm.algorithm"
+    assert "power-of-two" in exc.value.message and "TP groups have 3 ranks" in exc.value.message
+    spec = multijob()
+    spec["jobs"][1]["workload"]["dp_comm"] = {"algorithm": "halving_doubling"}
+    spec["jobs"][1]["workload"]["parallelism"] = {"tp": 2, "dp": 3}
+    spec["jobs"][1]["workload"]["model"]["global_batch"] = 3
+    with pytest.raises(ConfigError) as exc:
+        run_experiment(parse_spec(spec))
+    assert exc.value.path == "jobs.1.workload.dp_comm.algorithm"
 
 
 def test_bad_jobs_name_the_job():

@@ -195,12 +195,12 @@ def simulate(spec: ExperimentSpec, topology: Topology, jobs: list[JobPlan], rout
     return env, fabric, records, iteration_records
 
 
-def choose_partitions(spec: ExperimentSpec, topology: Topology, jobs: list[JobPlan], seed_rng: np.random.Generator,
-                      ) -> None:
+def choose_partitions(spec: ExperimentSpec, topology: Topology, jobs: list[JobPlan]) -> None:
     """Apply each training job's ``partition`` strategy (Holmes's self-adapting split) in place.
 
-    ``proportional`` and ``search`` simulate the job alone on the fabric (same routing policy, no
-    faults, no other jobs) for one iteration per candidate: first the even split, whose measured
+    ``proportional`` and ``search`` simulate the job alone on the fabric (same routing policy with
+    the run's routing seed and the job's own id, so hashed paths are the run's; no faults, no other
+    jobs) for one iteration per candidate: first the even split, whose measured
     per-stage speeds give the proportional split; ``search`` then moves one layer at a time
     between neighbouring stages while the iteration gets shorter. Every candidate tried is kept in
     ``plan.partition_trials``.
@@ -214,17 +214,17 @@ def choose_partitions(spec: ExperimentSpec, topology: Topology, jobs: list[JobPl
             strategy = "search" if job.placement == "holmes" else "even"
         if isinstance(strategy, list) or strategy == "even" or job.plan.par.pp == 1:
             continue
-        routing_seed = int(seed_rng.integers(2**63))
         tried: dict[tuple[int, ...], tuple[float, dict]] = {}
 
         def evaluate(partition: list[int]) -> float:
             key = tuple(partition)
             if key not in tried:
-                plan = plan_training(w, job.gpus.tolist(), topology, job=0, name=job.name, partition=partition)
-                one = JobPlan(0, job.name, "training", job.placement, job.gpus, plan, 0.0, 1, job.spec)
+                plan = plan_training(w, job.gpus.tolist(), topology, job=job.index, name=job.name,
+                                     partition=partition)
+                one = JobPlan(job.index, job.name, "training", job.placement, job.gpus, plan, 0.0, 1, job.spec)
                 alone = spec.model_copy(update={"engine": spec.engine.model_copy(
                     update={"record_flows": False, "congestion": False, "ideal": False})})
-                probe = _training_probe(alone, topology, one, np.random.default_rng(routing_seed))
+                probe = _training_probe(alone, topology, one, _rngs(spec)[1])
                 tried[key] = probe
                 job.plan.partition_trials.append((list(partition), probe[0]))
             return tried[key][0]
@@ -300,7 +300,7 @@ def run_experiment(spec: ExperimentSpec) -> RunResult:
     topology = build_topology(spec)
     jobs = place_jobs(spec, topology, placement_rng)
     if any(j.kind == "training" for j in jobs):
-        choose_partitions(spec, topology, jobs, np.random.default_rng(np.random.SeedSequence(spec.seed).spawn(3)[2]))
+        choose_partitions(spec, topology, jobs)
     env, fabric, records, iterations = simulate(spec, topology, jobs, routing_rng)
     return RunResult(spec=spec, run_id=spec_hash(spec), topology=topology,
                      gpus=np.concatenate([j.gpus for j in jobs]), fabric=fabric, collectives=records,

@@ -104,18 +104,21 @@ class Holmes:
 
 
 def nic_family_order(topology: Topology) -> list[str]:
-    """NIC families of the fabric, fastest first: by NIC bandwidth per GPU, then by first GPU id."""
+    """NIC families of the fabric, fastest first: by mean NIC bandwidth per GPU (over the family's
+    GPUs), then by first GPU id."""
     per_gpu: dict[str, list[float]] = {}
     first: dict[str, int] = {}
-    for h, (model, gpu0, _base, nics) in enumerate(topology.hosts):
+    for model, gpu0, _base, nics in topology.hosts:
+        by_family: dict[str, set[int]] = {}
         for local in range(model.n_gpus):
             nic = nics[model.gpu_nic[local]]
-            prof = topology.nic_profile[nic]
-            first.setdefault(prof.family, gpu0 + local)
-        rdma = {nics[model.gpu_nic[i]] for i in range(model.n_gpus)}
-        bw = sum(topology.nic_profile[n].port_capacity_Bps * topology.nic_profile[n].ports for n in rdma)
-        for n in rdma:
-            per_gpu.setdefault(topology.nic_profile[n].family, []).append(bw / model.n_gpus)
+            family = topology.nic_profile[nic].family
+            first.setdefault(family, gpu0 + local)
+            by_family.setdefault(family, set()).add(nic)
+        for family, fam_nics in by_family.items():
+            gpus = sum(1 for i in range(model.n_gpus) if nics[model.gpu_nic[i]] in fam_nics)
+            bw = sum(topology.nic_profile[n].port_capacity_Bps * topology.nic_profile[n].ports for n in fam_nics)
+            per_gpu.setdefault(family, []).extend([bw / gpus] * gpus)
     return sorted(per_gpu, key=lambda f: (-sum(per_gpu[f]) / len(per_gpu[f]), first[f]))
 
 

@@ -34,6 +34,7 @@ from netsim.collectives import CollectiveRecord, get_algorithm
 from netsim.collectives.ideal import IdealModel
 from netsim.config import TrainingWorkload
 from netsim.engine import Fabric
+from netsim.errors import ConfigError
 from netsim.routing.base import Connection
 from netsim.topology import Topology
 from netsim.workload.training import (GPU_PROFILES, GPTModel, GPUProfile, Parallelism, one_f_one_b_order,
@@ -166,7 +167,48 @@ def plan_training(spec: TrainingWorkload, gpus: list[int], topology: Topology, *
     for d in range(par.dp):
         for k in range(par.tp):
             plan.pp_groups[(d, k)] = add("pp", len(plan.pp_groups), [plan.rank(s, d, k) for s in range(par.pp)])
+    _check_algorithms(plan, topology)
     return plan
+
+
+class _NullFabric:
+    """Delivers every message at once: runs an algorithm only to see whether it accepts a group."""
+
+    def __init__(self, env: simpy.Environment, topology: Topology):
+        self.env, self.topology = env, topology
+
+    def send(self, src, dst, size_bytes, connection=None, *, cap_Bps=math.inf, event=None) -> simpy.Event:
+        event = event if event is not None else self.env.event()
+        event.succeed()
+        return event
+
+
+def _check_algorithms(plan: TrainingPlan, topology: Topology) -> None:
+    """ConfigError (at ``workload.tp_comm/dp_comm.algorithm``) when a TP or DP group does not suit the
+    chosen algorithm (e.g. halving-doubling on 3 ranks), before anything is simulated."""
+    spec, par = plan.spec, plan.par
+    checks = []
+    if par.tp > 1:
+        checks.append(("tp_comm", "TP", "allreduce", spec.tp_comm, plan.tp_groups.values()))
+    if par.dp > 1:
+        for op in (("reduce_scatter", "allgather") if par.sharded_optimizer else ("allreduce",)):
+            checks.append(("dp_comm", "DP", op, spec.dp_comm, plan.dp_groups.values()))
+    for key, kind, op, comm_spec, groups in checks:
+        run = get_algorithm(op, comm_spec.algorithm, f"workload.{key}")
+        seen: set[tuple[int, ...]] = set()
+        for comm in groups:
+            shape = tuple(int(topology.gpu_host[g]) for g in comm.gpus)  # what an algorithm may care about
+            if shape in seen:
+                continue
+            seen.add(shape)
+            env = simpy.Environment()
+            try:
+                env.process(run(env, _NullFabric(env, topology), list(comm.gpus), 1.0, channels=comm_spec.channels))
+                env.run()
+            except ConfigError as exc:
+                exc = exc.__cause__ if isinstance(exc.__cause__, ConfigError) else exc  # simpy re-raises a copy
+                raise ConfigError(f"{exc.message} ({kind} groups have {len(comm.gpus)} ranks)",
+                                  f"workload.{key}.algorithm") from None
 
 
 @dataclass(frozen=True)
