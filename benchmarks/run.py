@@ -26,9 +26,9 @@ SCENARIOS = {
     "ring-256-1ch": dict(leaves=8, spines=8, hosts_per_leaf=4, uplinks=4, size=2**30, channels=1),
     "ring-1024-1ch": dict(leaves=16, spines=16, hosts_per_leaf=8, uplinks=4, size=2**30, channels=1),
     # Training: four 64-GPU GPT-3.6B DP jobs (TP=8, DP=8), 3 iterations each, on the 256-GPU fabric.
-    "train-4jobs-256": dict(experiment="experiments/c4p-multijob-training.yaml"),
+    "train-4jobs-256": dict(experiment="experiments/c4p-multijob-training.yaml", variant="ecmp"),
     # Holmes on 4 IB + 4 RoCE nodes: GPT-7.5B, TP=8 PP=2 DP=4, with the partition search (6 probes).
-    "train-holmes-64": dict(experiment="experiments/holmes-hetero.yaml"),
+    "train-holmes-64": dict(experiment="experiments/holmes-hetero.yaml", variant="holmes"),
 }
 ENGINE_OFF = {"record_flows": False, "ideal": False, "congestion": False}
 
@@ -40,7 +40,7 @@ def run_one(name: str) -> dict:
 
     p = SCENARIOS[name]
     if "experiment" in p:
-        return run_file(name, p["experiment"])
+        return run_file(name, p["experiment"], p["variant"])
     spec = ExperimentSpec.model_validate({
         "name": f"bench-{name}", "seed": 1,
         "topology": {"type": "leaf_spine", "leaves": p["leaves"], "spines": p["spines"],
@@ -70,15 +70,18 @@ def run_one(name: str) -> dict:
     }
 
 
-def run_file(name: str, experiment: str) -> dict:
-    """A shipped experiment with the engine's optional accounting off; the first job's first iteration."""
+def run_file(name: str, experiment: str, variant: str) -> dict:
+    """One variant of a shipped experiment with the engine's optional accounting off; the first job's
+    first iteration."""
     from pathlib import Path
 
-    from netsim.config import load_spec
+    from netsim.config import load_experiment
     from netsim.experiment import run_experiment
+    from netsim.experiment.sweep import expand
 
     root = Path(__file__).resolve().parent.parent
-    spec = load_spec(root / experiment, [f"engine.{k}={str(v).lower()}" for k, v in ENGINE_OFF.items()])
+    exp = load_experiment(root / experiment, [f"engine.{k}={str(v).lower()}" for k, v in ENGINE_OFF.items()])
+    (spec,) = [r.spec for r in expand(exp) if r.variant == variant]
     t0 = time.perf_counter()
     result = run_experiment(spec)
     wall = time.perf_counter() - t0

@@ -26,6 +26,10 @@ SetOption = Annotated[Optional[list[str]], typer.Option(
     "--set", help="Override a YAML key: --set workload.size=1GiB (repeatable).")]
 
 
+VariantOption = Annotated[Optional[list[str]], typer.Option(
+    "--variant", help="Run only this variant of the file (repeatable).")]
+
+
 def _fail(exc: NetsimError) -> None:
     err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(2)
@@ -34,9 +38,16 @@ def _fail(exc: NetsimError) -> None:
 @app.command()
 def validate(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
              set_: SetOption = None) -> None:
-    """Check an experiment file without running it."""
-    from netsim.config import load_spec, locate
+    """Check an experiment file without running it (every run of a sweep)."""
+    from netsim.config import load_experiment, load_spec, locate
     from netsim.experiment.run import prepare
+    try:
+        exp = load_experiment(experiment, set_ or [])
+    except ConfigError as exc:
+        _fail(locate(exc, experiment))
+    if exp.is_sweep:
+        _validate_sweep(exp, experiment)
+        return
     try:
         spec = load_spec(experiment, set_ or [])
         topo, _ = prepare(spec)
@@ -48,6 +59,37 @@ def validate(experiment: Annotated[Path, typer.Argument(help="Experiment YAML fi
               + (_describe_workload(spec.workload) if spec.workload is not None else
                  f"{len(spec.jobs)} jobs: " + "; ".join(f"{j.name}: {_describe_workload(j.workload)}"
                                                         for j in spec.jobs)), highlight=False)
+
+
+def _validate_sweep(exp, experiment: Path) -> None:
+    """Expand a sweep and check every run (spec, topology, placement); exit 2 if any is invalid."""
+    from netsim.config import locate
+    from netsim.experiment.run import prepare
+    from netsim.experiment.sweep import expand
+    try:
+        planned = expand(exp)
+    except ConfigError as exc:
+        _fail(locate(exc, experiment))
+    bad = []
+    for run in planned:
+        error = run.error
+        if run.spec is not None:
+            try:
+                prepare(run.spec)
+            except NetsimError as exc:
+                error = str(locate(exc, experiment) if isinstance(exc, ConfigError) else exc)
+        if error:
+            bad.append((run, error))
+    points = 1
+    for _keys, values in exp.axes:
+        points *= len(values)
+    _out().print(f"{experiment}: {len(planned)} runs ({max(len(exp.variants), 1)} variant(s) x {points} point(s) x "
+                 f"{len(planned) // max(len(exp.variants), 1) // points} seed(s)), "
+                 + (f"{len(bad)} invalid" if bad else "all valid"), highlight=False)
+    for run, error in bad:
+        err.print(f"run {run.run_id} ({_run_label(run)}): {error}", highlight=False, markup=False, soft_wrap=True)
+    if bad:
+        raise typer.Exit(2)
 
 
 def _describe_workload(w) -> str:
@@ -63,11 +105,24 @@ def _describe_workload(w) -> str:
 @app.command()
 def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
         out_dir: Annotated[Optional[Path], typer.Option("--out", help="Results directory (default results/NAME).")] = None,
-        set_: SetOption = None,
+        set_: SetOption = None, variant: VariantOption = None,
         report: Annotated[bool, typer.Option(help="Write report.html into the results directory.")] = True) -> None:
-    """Run an experiment and write its results directory (Parquet tables, manifest, report)."""
-    from netsim.config import load_spec, locate
+    """Run an experiment and write its results directory (Parquet tables, manifest, report).
+
+    A file with variants, a sweep, seeds or repeats runs all its runs, one after another, as
+    ``netsim sweep`` does.
+    """
+    from netsim.config import load_experiment, load_spec, locate
     from netsim.experiment import read_results, run_experiment, write_results
+    try:
+        exp = load_experiment(experiment, set_ or [])
+    except ConfigError as exc:
+        _fail(locate(exc, experiment))
+    if exp.is_sweep:
+        _sweep(exp, experiment, out_dir, "serial", 1, None, False, report, variant)
+        return
+    if variant:
+        _fail(NetsimError(f"{experiment} has no variants; --variant goes with a file that has variants:"))
     try:
         spec = load_spec(experiment, set_ or [])
         result = run_experiment(spec)
@@ -81,6 +136,147 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
         write_report(target)
     _print_summary(read_results(target), spec.name)
     _out().print(f"results: {target}" + (f"  report: {target / 'report.html'}" if report else ""), highlight=False)
+
+
+@app.command()
+def sweep(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file (variants:, sweep:, seeds:/repeats:).")],
+          param: Annotated[Optional[list[str]], typer.Option(
+              "--param", help="Add or replace a grid axis: --param topology.spines=4,8,16 (repeatable).")] = None,
+          workers: Annotated[int, typer.Option(help="Runs at a time (local processes or Dask workers).")] = 1,
+          executor: Annotated[str, typer.Option(help="local (processes), dask, or serial (this process).")] = "local",
+          scheduler: Annotated[Optional[str], typer.Option(
+              help="Address of a running Dask scheduler (tcp://host:8786); default: a LocalCluster.")] = None,
+          out_dir: Annotated[Optional[Path], typer.Option("--out", help="Results directory (default results/NAME).")] = None,
+          resume: Annotated[bool, typer.Option(help="Keep the runs already in --out and run only the rest.")] = False,
+          set_: SetOption = None, variant: VariantOption = None,
+          report: Annotated[bool, typer.Option(help="Write report.html into the results directory.")] = True) -> None:
+    """Run every variant x grid point x seed of an experiment; failed runs are recorded and the rest go on.
+
+    Exit status: 0 when every run succeeded, 1 when some failed, 2 for bad input.
+    """
+    from netsim.config import load_experiment, locate
+    if executor not in ("local", "dask", "serial"):
+        _fail(NetsimError(f"--executor must be local, dask or serial, got {executor!r}"))
+    if workers < 1:
+        _fail(NetsimError(f"--workers must be at least 1, got {workers}"))
+    if scheduler and executor != "dask":
+        _fail(NetsimError("--scheduler goes with --executor dask"))
+    try:
+        exp = load_experiment(experiment, set_ or [], param or [])
+    except ConfigError as exc:
+        _fail(locate(exc, experiment))
+    _sweep(exp, experiment, out_dir, executor, workers, scheduler, resume, report, variant)
+
+
+def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: int, scheduler: str | None,
+           resume: bool, report: bool, variants: list[str] | None = None) -> None:
+    """Expand, run with a progress bar, write results and the summary; exit 1 when a run failed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn
+
+    from netsim.config import locate
+    from netsim.experiment.executors import make_executor
+    from netsim.experiment.sweep import expand, run_sweep, unique_ids
+    try:
+        planned = unique_ids(expand(exp))
+        if variants:
+            names = [v["name"] for v in exp.variants]
+            unknown = [v for v in variants if v not in names]
+            if unknown:
+                raise NetsimError(f"no variant {', '.join(map(repr, unknown))} in {experiment}; its variants: "
+                                  f"{', '.join(names) or '(none)'}")
+            planned = [r for r in planned if r.variant in variants]
+        runner = make_executor(executor, workers, scheduler)
+    except ConfigError as exc:
+        _fail(locate(exc, experiment))
+    except NetsimError as exc:
+        _fail(exc)
+    target = out_dir or Path("results") / exp.base.get("name", experiment.stem)
+    failed = 0
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(), TextColumn("ETA"),
+               TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=False) as progress:
+        task = progress.add_task(f"{exp.base.get('name', '')}: {len(planned)} runs", total=len(planned), failed=0)
+
+        def done(run, outcome) -> None:
+            nonlocal failed
+            failed += not outcome.ok
+            progress.update(task, advance=1, failed=failed)
+            if not outcome.ok:
+                progress.console.print(f"[yellow]run {run.run_id} failed[/] ({_run_label(run)}): "
+                                       f"{outcome.error}", markup=True, highlight=False, soft_wrap=True)
+
+        try:
+            from netsim.experiment.sweep import completed
+            previous = completed(target) if resume and target.exists() else {}
+            progress.update(task, advance=sum(1 for r in planned if previous.get(r.run_id, {}).get("status") == "ok"))
+            result = run_sweep(planned, exp, target, runner, resume=resume, on_done=done)
+        except NetsimError as exc:
+            _fail(exc)
+    if report and result.manifest["counts"]["ok"]:
+        from netsim.report import write_report
+        write_report(target)
+    _print_results(target)
+    c = result.manifest["counts"]
+    _out().print(f"{c['ok']} ok, {c['failed']} failed, {result.skipped} already done (--resume); results: {target}"
+                 + (f"  report: {target / 'report.html'}" if report and c["ok"] else ""), highlight=False)
+    if c["failed"]:
+        raise typer.Exit(1)
+
+
+def _run_label(run) -> str:
+    parts = [f"variant {run.variant}"] if run.variant else []
+    parts += [f"{k}={v}" for k, v in run.params.items()]
+    return ", ".join(parts) or "base"
+
+
+@app.command()
+def results(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep).")],
+            csv: Annotated[Optional[Path], typer.Option("--csv", help="Also write the summary to this CSV file.")] = None,
+            metric: Annotated[Optional[list[str]], typer.Option(
+                "--metric", help="A runs.parquet column to summarise (repeatable; default: the headline ones).")] = None,
+            ) -> None:
+    """Summarise a results directory: per variant and swept point, mean and 95% interval over seeds."""
+    if not (directory / "runs.parquet").is_file() or not (directory / "manifest.json").is_file():
+        _fail(NetsimError(f"{directory} is not a results directory (no runs.parquet and manifest.json)"))
+    try:
+        table = _print_results(directory, metric)
+    except NetsimError as exc:
+        _fail(exc)
+    if csv is not None:
+        try:
+            table.to_csv(csv, index=False)
+        except OSError as exc:
+            _fail(NetsimError(f"cannot write {csv}: {exc.strerror or exc}"))
+        _out().print(f"summary: {csv}", highlight=False)
+
+
+def _format_metric(metric: str, value: float) -> str:
+    if value != value:
+        return "-"
+    if metric.endswith("_s"):
+        return units.format_time(value, 4)
+    if metric.endswith("_Bps"):
+        return units.format_bandwidth(value, 4)
+    return f"{value:.4g}"
+
+
+def _print_results(directory: Path, metrics: list[str] | None = None):
+    """Print the summary table of a results directory and return it as a DataFrame."""
+    from netsim.experiment.summary import summarize
+    table, keys, metrics = summarize(directory, metrics)
+    out = Table(title=f"{directory}: mean ± 95% interval over seeds (Student t)")
+    for col in [*keys, "runs", *metrics]:
+        out.add_column(col, justify="left" if col in keys else "right")
+    for _, row in table.iterrows():
+        cells = [str(row[k]) for k in keys] + [f"{row['runs']}" + (f" ({row['failed']} failed)" if row["failed"] else "")]
+        for m in metrics:
+            mean, half = row[m], row[f"{m}_ci95"]
+            cells.append(_format_metric(m, mean) + ("" if half != half else f" ± {_format_metric(m, half)}"))
+        out.add_row(*cells)
+    _out().print(out)
+    return table
 
 
 @app.command("topo")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -549,6 +550,8 @@ class ExperimentSpec(_Spec):
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
     description: str = ""
+    #: Which named variant of a sweep this run is ("" outside sweeps); set by the expansion.
+    variant: str = ""
     seed: Annotated[int, Field(strict=True, ge=0)] = 0
     topology: TopologySpec
     placement: Policy = PolicySpec(type="sequential")
@@ -603,24 +606,40 @@ class ExperimentSpec(_Spec):
 # ---------------------------------------------------------------------------- loading
 
 
-def _yaml_line(root: yaml.Node | None, loc: tuple) -> int | None:
-    """1-based line of the node at ``loc`` in a composed YAML tree (nearest existing ancestor)."""
+def _yaml_line(root: yaml.Node | None, loc: tuple, exact: bool = False) -> int | None:
+    """1-based line of the node at ``loc`` in a composed YAML tree (nearest existing ancestor; None
+    when ``exact`` and the path is not in the tree)."""
     node, line = root, None
-    for key in loc:
+    last_key = False  # the path ends at a mapping key: its line (a block value starts below it)
+    loc = tuple(str(k) for k in loc)
+    i = 0
+    while i < len(loc):
+        key = loc[i]
         if node is None:
             break
         line = node.start_mark.line + 1
         if isinstance(node, yaml.MappingNode):
-            match = [(k, v) for k, v in node.value if k.value == str(key)]
+            # a key may itself be dotted (sweep: {topology.spines: [...]}): try the longest join first
+            for j in range(len(loc), i, -1):
+                match = [(k, v) for k, v in node.value if k.value == ".".join(loc[i:j])]
+                if match:
+                    break
             if not match:
-                return line
+                return None if exact else line
             node = match[0][1]
             line = match[0][0].start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode) and str(key).isdigit() and int(key) < len(node.value):
+            i = j
+            last_key = True
+            continue
+        elif isinstance(node, yaml.SequenceNode) and key.isdigit() and int(key) < len(node.value):
             node = node.value[int(key)]
+            last_key = False
         else:
+            if exact:
+                return None
             break
-    if node is not None:
+        i += 1
+    if node is not None and not last_key:
         line = node.start_mark.line + 1
     return line
 
@@ -687,8 +706,12 @@ def _fields_at(loc: tuple) -> dict | None:
 
 
 def parse_spec(data: Any, *, file: str | None = None, root: yaml.Node | None = None,
-               overridden: frozenset[str] = frozenset()) -> ExperimentSpec:
-    """Validate a plain mapping into an ExperimentSpec; ConfigError (first problem) on failure."""
+               overridden: frozenset[str] | dict[str, str] = frozenset()) -> ExperimentSpec:
+    """Validate a plain mapping into an ExperimentSpec; ConfigError (first problem) on failure.
+
+    ``overridden`` names the dotted paths whose values did not come from the file: a set (they came
+    from ``--set``) or a mapping path -> where they came from (``variant 'c4p'``, ``sweep``).
+    """
     if not isinstance(data, dict):
         raise ConfigError(f"expected a mapping of experiment keys at the top level, got {type(data).__name__}",
                           "", file, 1)
@@ -708,13 +731,61 @@ def parse_spec(data: Any, *, file: str | None = None, root: yaml.Node | None = N
             message = ctx_error.message
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-        if path in overridden:
-            message += " (value from --set)"
+        source = _source(path, overridden)
+        if source:
+            message += f" (value from {source})"
         line = _yaml_line(root, tuple(path.split("."))) if root is not None and path else None
         raise ConfigError(message, path, file, line) from None
     except ConfigError as exc:
         line = _yaml_line(root, tuple(exc.path.split("."))) if root is not None and exc.path else None
-        raise ConfigError(exc.message, exc.path, file, line) from None
+        source = _source(exc.path, overridden)
+        raise ConfigError(exc.message + (f" (value from {source})" if source else ""), exc.path, file,
+                          line) from None
+
+
+def _source(path: str, overridden: frozenset[str] | dict[str, str]) -> str:
+    """Where the value at ``path`` (or the nearest overridden ancestor) came from, "" for the file."""
+    parts = path.split(".") if path else []
+    for i in range(len(parts), 0, -1):
+        key = ".".join(parts[:i])
+        if key in overridden:
+            return overridden[key] if isinstance(overridden, dict) else "--set"
+    return ""
+
+
+def set_dotted(data: dict, key: str, value: Any) -> None:
+    """Set ``value`` at the dotted ``key`` of ``data`` in place (list indices allowed: ``jobs.0.start``).
+
+    Missing mappings on the way are created; a policy given as a string (``routing: ecmp``) becomes
+    ``{type: ecmp}`` so that ``routing.reconvergence`` can be set under it.
+    """
+    node = data
+    parts = key.split(".")
+    for i, part in enumerate(parts[:-1]):
+        if isinstance(node, list):  # jobs.0.placement: a list index
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"cannot set {key}: {'.'.join(parts[:i])} has {len(node)} item(s), "
+                                  f"{part!r} is not an index of one", key)
+            node = node[int(part)]
+            if not isinstance(node, (dict, list)):
+                raise ConfigError(f"cannot set {key}: {'.'.join(parts[:i + 1])} is not a mapping", key)
+            continue
+        child = node.get(part)
+        if isinstance(child, str) and part in ("routing", "placement"):
+            child = {"type": child}
+        if not isinstance(child, (dict, list)):
+            if child is not None:
+                raise ConfigError(f"cannot set {key}: {'.'.join(parts[:i + 1])} is not a mapping", key)
+            child = {}
+        node[part] = child
+        node = child
+    if isinstance(node, list):
+        last = parts[-1]
+        if not last.isdigit() or int(last) >= len(node):
+            raise ConfigError(f"cannot set {key}: {'.'.join(parts[:-1])} has {len(node)} item(s)", key)
+        node[int(last)] = value
+    else:
+        node[parts[-1]] = value
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> tuple[dict, frozenset[str]]:
@@ -722,42 +793,26 @@ def apply_overrides(data: dict, overrides: list[str]) -> tuple[dict, frozenset[s
     data = copy.deepcopy(data)
     paths = []
     for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key or any(not p for p in key.split(".")):
-            raise ConfigError(f"--set expects KEY=VALUE with a dotted key (workload.size=1GiB), got {item!r}")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        node = data
-        parts = key.split(".")
-        for i, part in enumerate(parts[:-1]):
-            if isinstance(node, list):  # jobs.0.placement: a list index
-                if not part.isdigit() or int(part) >= len(node):
-                    raise ConfigError(f"cannot set {key}: {'.'.join(parts[:i])} has {len(node)} item(s), "
-                                      f"{part!r} is not an index of one", key)
-                node = node[int(part)]
-                if isinstance(node, str) and i > 0 and parts[i - 1] == "jobs":
-                    raise ConfigError(f"cannot set {key}: {'.'.join(parts[:i + 1])} is not a mapping", key)
-                continue
-            child = node.get(part)
-            if isinstance(child, str) and part in ("routing", "placement"):
-                child = {"type": child}
-            if not isinstance(child, dict):
-                if child is not None:
-                    raise ConfigError(f"cannot set {key}: {'.'.join(parts[:i + 1])} is not a mapping", key)
-                child = {}
-            node[part] = child
-            node = child
-        if isinstance(node, list):
-            last = parts[-1]
-            if not last.isdigit() or int(last) >= len(node):
-                raise ConfigError(f"cannot set {key}: {'.'.join(parts[:-1])} has {len(node)} item(s)", key)
-            node[int(last)] = value
-        else:
-            node[parts[-1]] = value
+        key, value = parse_assignment(item, "--set")
+        set_dotted(data, key, value)
         paths.append(key)
     return data, frozenset(paths)
+
+
+def parse_assignment(item: str, option: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` -> (dotted key, YAML-typed value); ConfigError naming ``option`` otherwise."""
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not p for p in key.split(".")):
+        raise ConfigError(f"{option} expects KEY=VALUE with a dotted key (workload.size=1GiB), got {item!r}")
+    return key, _yaml_value(raw)
+
+
+def _yaml_value(raw: str) -> Any:
+    try:
+        return yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        return raw
 
 
 def locate(error: ConfigError, file: str | Path) -> ConfigError:
@@ -885,7 +940,166 @@ def _resolve_files(data: Any, path: Path) -> Any:
         for i, job in enumerate(data["jobs"]):
             if isinstance(job, dict) and "workload" in job:
                 job["workload"] = _load_workload_file(job["workload"], path, f"jobs.{i}.workload")
+    routing = data.get("routing")
+    if isinstance(routing, dict) and routing.get("type") == "table" and isinstance(routing.get("file"), str):
+        routing["file"] = str((path.parent / routing["file"]).absolute())  # relative to the experiment
     return data
+
+
+#: Top-level keys that make an experiment file a sweep (expanded by :mod:`netsim.experiment.sweep`).
+SWEEP_KEYS = ("variants", "sweep", "seeds", "repeats")
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass
+class ExperimentFile:
+    """An experiment file split into its base spec (as data) and its sweep: what ``expand`` needs.
+
+    ``axes`` are the grid's axes: each a tuple of dotted keys (several for a ``zip`` group) and the
+    list of value tuples they take together. ``variants`` are the partial overrides, each with its
+    ``name``. ``seeds`` or ``repeats`` give the seeds (neither: the base ``seed``).
+    """
+
+    path: Path
+    root: Any
+    base: dict
+    overrides: list[str] = field(default_factory=list)
+    variants: list[dict] = field(default_factory=list)
+    axes: list[tuple[tuple[str, ...], list[tuple]]] = field(default_factory=list)
+    seeds: list[int] | None = None
+    repeats: int | None = None
+
+    @property
+    def is_sweep(self) -> bool:
+        """True when the file expands to more than its base spec (variants, axes, seeds or repeats)."""
+        return bool(self.variants or self.axes or self.seeds is not None or self.repeats is not None)
+
+    def line(self, path: str, exact: bool = False) -> int | None:
+        """Line of a dotted path in the file (of its nearest ancestor; None when ``exact`` and absent)."""
+        return _yaml_line(self.root, tuple(path.split(".")), exact) if self.root is not None and path else None
+
+
+def _sweep_error(message: str, path: str, exp: Path, root: Any) -> ConfigError:
+    return ConfigError(message, path, str(exp), _yaml_line(root, tuple(path.split("."))) if root else None)
+
+
+def _axis_values(value: Any, path: str, exp: Path, root: Any) -> list:
+    if not isinstance(value, list) or not value:
+        raise _sweep_error(f"expected a non-empty list of values, got {value!r}", path, exp, root)
+    return value
+
+
+def load_experiment(path: str | Path, overrides: list[str] | None = None,
+                    params: list[str] | None = None) -> ExperimentFile:
+    """Read an experiment file that may hold ``variants``, ``sweep``, ``seeds`` or ``repeats``.
+
+    ``overrides`` (``--set KEY=V``) apply to every run, after the variant and the sweep point.
+    ``params`` (``--param KEY=V1,V2,...``) add a grid axis or replace the file's axis of that key.
+    The structure is checked here (ConfigError with file and line); each run's spec is validated
+    when the sweep is expanded.
+    """
+    path = Path(path)
+    where = str(path)
+    root, data = _read_yaml(path)
+    if data is None:
+        raise ConfigError("the file is empty; an experiment needs at least name, topology and workload", "", where)
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a mapping of experiment keys at the top level, got {type(data).__name__}",
+                          "", where, 1)
+    data = dict(data)
+    raw = {k: data.pop(k) for k in SWEEP_KEYS if k in data}
+    exp = ExperimentFile(path, root, _resolve_files(data, path), list(overrides or []))
+    variants = raw.get("variants", [])
+    if not isinstance(variants, list):
+        raise _sweep_error("expected a list of variants, each {name: NAME, <keys to override>}", "variants", path,
+                           root)
+    names: list[str] = []
+    for i, v in enumerate(variants):
+        if not isinstance(v, dict) or not isinstance(v.get("name"), str) or not _NAME.match(v["name"]):
+            raise _sweep_error("a variant is a mapping with a name (letters, digits, - _ .) and the keys it "
+                               "overrides, e.g. {name: c4p, routing: c4p}", f"variants.{i}", path, root)
+        if v["name"] in names:
+            raise _sweep_error(f"variant name {v['name']!r} used twice", f"variants.{i}.name", path, root)
+        if set(v) & set(SWEEP_KEYS):
+            raise _sweep_error(f"a variant cannot hold {', '.join(sorted(set(v) & set(SWEEP_KEYS)))}",
+                               f"variants.{i}", path, root)
+        names.append(v["name"])
+    exp.variants = [dict(v) for v in variants]
+    sweep = raw.get("sweep", {})
+    if not isinstance(sweep, dict):
+        raise _sweep_error("expected a mapping of dotted keys to lists of values "
+                           "(workload.size: [1MiB, 16MiB]), with an optional zip: group", "sweep", path, root)
+    axes: dict[tuple[str, ...], list[tuple]] = {}
+    for key, value in sweep.items():
+        if key == "zip":
+            groups = value if isinstance(value, list) else [value]
+            for g, group in enumerate(groups):
+                at = "sweep.zip" if not isinstance(value, list) else f"sweep.zip.{g}"
+                if not isinstance(group, dict) or not group:
+                    raise _sweep_error("zip: a mapping of dotted keys to equally long lists of values",
+                                       at, path, root)
+                cols = {k: _axis_values(v, f"{at}.{k}", path, root) for k, v in group.items()}
+                lengths = {len(v) for v in cols.values()}
+                if len(lengths) > 1:
+                    raise _sweep_error(f"zipped keys need lists of one length, got "
+                                       f"{', '.join(f'{k}: {len(v)}' for k, v in cols.items())}", at, path, root)
+                axes[tuple(cols)] = list(zip(*cols.values()))
+        else:
+            axes[(str(key),)] = [(v,) for v in _axis_values(value, f"sweep.{key}", path, root)]
+    for item in params or []:
+        key, _ = parse_assignment(item, "--param")
+        raw_values = item.partition("=")[2]
+        values = [_yaml_value(v) for v in raw_values.split(",")] if raw_values.strip() else []
+        if not values:
+            raise ConfigError(f"--param {key} needs at least one value: --param {key}=V1,V2,...")
+        group = next((ks for ks in axes if key in ks), None)
+        if group is not None and len(group) > 1:  # a zipped key: replace its column, keep the pairing
+            if len(values) != len(axes[group]):
+                others = ", ".join(k for k in group if k != key)
+                raise ConfigError(f"--param {key}: the file zips it with {others} ({len(axes[group])} values "
+                                  f"each); give {len(axes[group])} values to keep the pairing")
+            col = group.index(key)
+            axes[group] = [t[:col] + (v,) + t[col + 1:] for t, v in zip(axes[group], values)]
+        else:
+            axes.pop((key,), None)
+            axes[(key,)] = [(v,) for v in values]
+    for item in exp.overrides:  # --set: well formed, settable, and it wins over a swept key
+        key, value = parse_assignment(item, "--set")
+        try:
+            set_dotted(copy.deepcopy(exp.base), key, value)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, exc.path, where) from None
+        for ks in list(axes):
+            if key in ks:
+                col = ks.index(key)
+                rest = tuple(k for k in ks if k != key)
+                values_ = axes.pop(ks)
+                if rest:
+                    kept: dict[str, tuple] = {}
+                    for t in values_:
+                        kept.setdefault(repr(t[:col] + t[col + 1:]), t[:col] + t[col + 1:])
+                    axes[rest] = list(kept.values())
+    keys = [k for ks in axes for k in ks]
+    for key in keys:
+        if key.split(".")[0] in SWEEP_KEYS or key == "variant":
+            raise _sweep_error(f"{key} cannot be swept", "sweep", path, root)
+        if keys.count(key) > 1:
+            raise _sweep_error(f"{key} is swept twice (a plain axis and a zip group?)", "sweep", path, root)
+    exp.axes = list(axes.items())
+    seeds, repeats = raw.get("seeds"), raw.get("repeats")
+    if seeds is not None and repeats is not None:
+        raise _sweep_error("give seeds (a list) or repeats (a count), not both", "repeats", path, root)
+    if seeds is not None and (not isinstance(seeds, list) or not seeds or len(set(map(str, seeds))) != len(seeds)
+                              or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
+        raise _sweep_error(f"seeds: a list of distinct non-negative integers, got {seeds!r}", "seeds", path, root)
+    if repeats is not None and (not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats
+                                <= 100_000):
+        raise _sweep_error(f"repeats: a count of runs per point with derived seeds (1..100000), got {repeats!r}",
+                           "repeats", path, root)
+    if (seeds is not None or repeats is not None) and "seed" in keys:
+        raise _sweep_error("seed is swept and seeds/repeats are given: use one of them", "sweep", path, root)
+    exp.seeds, exp.repeats = seeds, repeats
+    return exp
 
 
 def load_spec(path: str | Path, overrides: list[str] | None = None) -> ExperimentSpec:
@@ -900,10 +1114,11 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> Experimen
     root, data = _read_yaml(path)
     if data is None:
         raise ConfigError("the file is empty; an experiment needs at least name, topology and workload", "", where)
+    if isinstance(data, dict) and set(data) & set(SWEEP_KEYS):
+        keys = ", ".join(sorted(set(data) & set(SWEEP_KEYS)))
+        raise ConfigError(f"this file is a sweep ({keys}): run it with `netsim sweep` or `netsim run`, or load it "
+                          "with netsim.config.load_experiment", "", where)
     data = _resolve_files(data, path)
-    routing = data.get("routing") if isinstance(data, dict) else None
-    if isinstance(routing, dict) and routing.get("type") == "table" and isinstance(routing.get("file"), str):
-        routing["file"] = str((path.parent / routing["file"]).absolute())  # relative to the experiment
     overridden: frozenset[str] = frozenset()
     if overrides:
         if not isinstance(data, dict):

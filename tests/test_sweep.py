@@ -181,15 +181,17 @@ def test_param_adds_an_axis_and_replaces_an_existing_one(tmp_path):
     runs = expand(load_experiment(path, params=["workload.size=4MiB"]))
     assert len(runs) == 2 and {r.spec.workload.size for r in runs} == {4 * 2**20}
     assert {r.params["workload.size"] for r in runs} == {"4MiB"}
-    # a key inside a zip group: the group is replaced by the new axis (its partner is no longer swept)
-    exp = load_experiment(path, params=["workload.channels=1,2,4"])
-    assert [keys for keys, _ in exp.axes] == [("workload.size",), ("workload.channels",)]
+    # a key inside a zip group: its column is replaced and the pairing kept (same number of values) ...
+    exp = load_experiment(path, params=["workload.channels=4,8"])
+    assert [keys for keys, _ in exp.axes] == [("workload.size",), ("workload.channels", "topology.uplink.bandwidth")]
     runs = expand(exp)
-    assert len(runs) == 2 * 3
-    assert {r.spec.workload.channels for r in runs} == {1, 2, 4}
-    assert {r.spec.topology.uplink.bandwidth for r in runs} == {100e9 / 8}  # back to the base value
-    assert all("topology.uplink.bandwidth" not in r.params for r in runs)
+    assert len(runs) == 2 * 2
+    assert {(r.spec.workload.channels, r.spec.topology.uplink.bandwidth) for r in runs} == {(4, 100e9 / 8),
+                                                                                             (8, 200e9 / 8)}
     assert all(isinstance(r.params["workload.channels"], int) for r in runs)
+    # ... and another number of values would break the pairing: refused, naming the partner key
+    with pytest.raises(ConfigError, match="zips it with topology.uplink.bandwidth"):
+        load_experiment(path, params=["workload.channels=1,2,4"])
     # a file without any sweep becomes one with --param
     plain = write_exp(tmp_path, "plain.yaml")
     assert not load_experiment(plain).is_sweep
@@ -213,13 +215,14 @@ def test_set_applies_to_every_run_and_wins_over_variants_and_sweep(tmp_path):
     assert {r.spec.topology.spines for r in runs if r.variant == "b"} == {4}
     runs = expand(load_experiment(path, overrides=["workload.channels=3", "topology.spines=8",
                                                    "workload.size=2MiB"]))
-    assert len(runs) == 8 and all(r.spec is not None for r in runs)
+    assert all(r.spec is not None for r in runs)
     assert {r.spec.workload.channels for r in runs} == {3}
     assert {r.spec.topology.spines for r in runs} == {8}
     assert {r.spec.workload.size for r in runs} == {2**21}
     assert {r.spec.topology.leaves for r in runs} == {2, 3}  # unrelated axes still apply
-    # points that differ only in an overridden key are the same run
-    assert len(unique_ids(runs)) == 4
+    # --set on a swept key removes that axis: no duplicate runs, no label claiming a value not used
+    assert len(runs) == 4 and len(unique_ids(runs)) == 4
+    assert all("workload.channels" not in r.params for r in runs)
 
 
 def test_variants_deep_merge_and_can_swap_the_topology_by_file(tmp_path):
@@ -363,9 +366,6 @@ def test_a_swept_key_that_is_not_a_spec_key_is_a_structural_error(tmp_path, swee
     assert result.exit_code == 2 and "topology.spine" in result.output
 
 
-@pytest.mark.xfail(strict=True, reason="load_experiment/expand look up a dotted sweep key (sweep: {topology.spine: "
-                   "..}) as nested YAML keys sweep -> topology -> spine, so the error's line is the first line of the "
-                   "sweep mapping, not the line of the offending key")
 def test_structural_error_line_is_the_line_of_the_offending_sweep_key(tmp_path):
     path = write_exp(tmp_path, sweep={"workload.size": ["1MiB", "2MiB"], "topology.spine": [2, 4]})
     with pytest.raises(ConfigError) as info:
@@ -717,10 +717,6 @@ def test_results_of_a_single_run_directory(tmp_path):
 # =========================================================================== 6. bugs found
 
 
-@pytest.mark.xfail(strict=True, reason="combine() builds a swept key's column from the values as written; when they "
-                   "mix types (workload.size: [1MiB, 2097152]) pyarrow cannot write the object column "
-                   "(ArrowTypeError: Expected bytes, got a 'int' object): the sweep crashes after running every run, "
-                   "with a traceback, and no runs.parquet or manifest.json is written")
 def test_swept_values_of_mixed_types_are_written(tmp_path):
     path = write_exp(tmp_path, sweep={"workload.size": ["1MiB", 4194304]})
     out = tmp_path / "out"
@@ -730,10 +726,6 @@ def test_swept_values_of_mixed_types_are_written(tmp_path):
     assert json.loads((out / "manifest.json").read_text())["complete"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="expand() deep-merges a variant onto the base spec *after* the base's files "
-                   "are resolved, so a variant {topology: {from: FILE}} (or {workload: {from: FILE}}) becomes the "
-                   "base's inline keys plus 'from', and _resolve_files lays those base keys over the file: the file's "
-                   "values are silently ignored (the run uses the base topology/workload)")
 @pytest.mark.parametrize("key", ["topology", "workload"])
 def test_a_variant_can_take_its_topology_or_workload_from_a_file(tmp_path, key):
     (tmp_path / "big.yaml").write_text(yaml.safe_dump(dict(BASE["topology"], spines=4, nics_per_host=2)))
@@ -746,11 +738,6 @@ def test_a_variant_can_take_its_topology_or_workload_from_a_file(tmp_path, key):
     assert from_file == by_path  # {from: FILE} with nothing to override is the file itself
 
 
-@pytest.mark.xfail(strict=True, reason="expand() sets every swept value of a point before resolving file "
-                   "references, so sweeping a topology file together with one of its keys fails or is lost: with "
-                   "topology before topology.uplink.count every point fails ('topology is not a mapping'); in the "
-                   "other order the file replaces the swept count, so the runs of count=1 and count=2 have the same "
-                   "spec and run id and are labelled with a value they did not use")
 @pytest.mark.parametrize("order", ["file-first", "key-first"])
 def test_sweeping_a_topology_file_and_one_of_its_keys(tmp_path, order):
     (tmp_path / "t2.yaml").write_text(yaml.safe_dump(BASE["topology"]))
@@ -764,10 +751,6 @@ def test_sweeping_a_topology_file_and_one_of_its_keys(tmp_path, order):
     assert len(unique_ids(runs)) == 4
 
 
-@pytest.mark.xfail(strict=True, reason="when a point fails before its spec is parsed (a sweep value naming a missing "
-                   "workload file), expand() records one PlannedRun for the point (_fail_all) instead of one per "
-                   "seed, with the base seed instead of a derived one: planned counts are no longer variants x "
-                   "points x seeds and the failed run belongs to no seed group")
 def test_a_point_that_cannot_be_resolved_still_counts_once_per_seed(tmp_path):
     (tmp_path / "wl.yaml").write_text(yaml.safe_dump(BASE["workload"]))
     path = write_exp(tmp_path, sweep={"workload": ["wl.yaml", "missing.yaml"]}, repeats=2)
@@ -778,9 +761,6 @@ def test_a_point_that_cannot_be_resolved_still_counts_once_per_seed(tmp_path):
     assert sorted(r.seed for r in bad) == sorted(derived_seeds(BASE["seed"], 2))
 
 
-@pytest.mark.xfail(strict=True, reason="when no run of a sweep succeeds, combine() writes the tables other than "
-                   "runs.parquet as a bare DataFrame({'run_id': []}): they lack the documented variant, seed and "
-                   "swept-key columns (pd.read_parquet(...).groupby('variant') raises KeyError)")
 def test_tables_have_the_label_columns_when_every_run_failed(tmp_path):
     path = write_exp(tmp_path, sweep={"workload.channels": [0, 65]})
     out = tmp_path / "out"
@@ -791,9 +771,6 @@ def test_tables_have_the_label_columns_when_every_run_failed(tmp_path):
         assert {"run_id", "variant", "seed", "workload.channels"} <= set(df.columns), (name, list(df.columns))
 
 
-@pytest.mark.xfail(strict=True, reason="load_experiment() stores --set items without parsing them; a malformed one "
-                   "(no '=') only fails inside expand(), once per point, so `netsim sweep --set workload.size` runs "
-                   "the sweep, records every run as failed and exits 1 (bad input is exit 2, as for `netsim run`)")
 def test_a_malformed_set_is_bad_input(tmp_path):
     path = write_exp(tmp_path, sweep={"workload.size": ["1MiB", "2MiB"]})
     with pytest.raises(ConfigError, match="--set expects KEY=VALUE"):

@@ -142,9 +142,16 @@ def test_layer_granularity_issues_two_tp_allreduces_per_layer_and_pass():
 HOLMES = "experiments/holmes-hetero.yaml"
 
 
+def holmes(variant: str = "holmes", sets: list[str] | None = None):
+    """The spec of one variant of the Holmes experiment."""
+    from netsim.config import load_experiment
+    from netsim.experiment.sweep import expand
+    (run,) = [r for r in expand(load_experiment(HOLMES, sets)) if r.variant == variant]
+    return run.spec
+
+
 def test_holmes_keeps_tp_and_dp_inside_one_cluster_and_only_pp_crosses():
-    spec = load_spec(HOLMES)
-    r = run_experiment(spec)
+    r = run_experiment(holmes())
     plan = r.jobs[0].plan
     for comm in plan.comms:
         if comm.kind in ("tp", "dp"):
@@ -157,8 +164,7 @@ def test_holmes_keeps_tp_and_dp_inside_one_cluster_and_only_pp_crosses():
 
 
 def test_sequential_on_interleaved_clusters_mixes_dp_groups_and_runs_them_over_tcp(tmp_path):
-    spec = load_spec(HOLMES, ["placement=sequential"])
-    r = run_experiment(spec)
+    r = run_experiment(holmes("naive-mixed"))
     plan = r.jobs[0].plan
     dp = [c for c in plan.comms if c.kind == "dp"]
     assert all(c.tcp and c.families == ("infiniband", "roce") for c in dp)
@@ -176,14 +182,8 @@ def test_sequential_on_interleaved_clusters_mixes_dp_groups_and_runs_them_over_t
 
 @pytest.fixture(scope="module")
 def holmes_comparison() -> dict[str, float]:
-    cases = {
-        "holmes": [],
-        "naive-mixed": ["placement=sequential"],
-        "homogeneous-ib": ["topology=../topologies/holmes-ib-only.yaml"],
-        "homogeneous-roce": ["topology=../topologies/holmes-roce-only.yaml"],
-        "all-ethernet": ["topology=../topologies/holmes-ethernet-only.yaml"],
-    }
-    return {name: run_experiment(load_spec(HOLMES, sets)).iterations[0].duration_s for name, sets in cases.items()}
+    names = ("holmes", "naive-mixed", "homogeneous-ib", "homogeneous-roce", "all-ethernet")
+    return {name: run_experiment(holmes(name)).iterations[0].duration_s for name in names}
 
 
 def test_holmes_hetero_ordering(holmes_comparison):
@@ -192,15 +192,14 @@ def test_holmes_hetero_ordering(holmes_comparison):
 
 
 def test_holmes_search_beats_the_even_split_it_starts_from():
-    r = run_experiment(load_spec(HOLMES))
+    r = run_experiment(holmes())
     trials = {tuple(p): t for p, t in r.jobs[0].plan.partition_trials}
     assert trials[(18, 18)] > min(trials.values()) == trials[tuple(r.jobs[0].plan.partition)]
     assert r.iterations[0].duration_s == pytest.approx(min(trials.values()), rel=1e-9)
 
 
 def test_mixed_collective_communicator_talks_tcp_even_between_same_family_gpus():
-    spec = load_spec(HOLMES)
-    data = spec.model_dump(mode="json")
+    data = holmes().model_dump(mode="json")
     data["workload"] = {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "64MiB"}
     data["placement"] = {"type": "sequential"}
     r = run_experiment(parse_spec(data))
@@ -320,7 +319,7 @@ def test_bad_jobs_name_the_job():
 
 
 def test_workload_files_and_from_overrides(tmp_path):
-    spec = load_spec(HOLMES)
+    spec = holmes()
     assert spec.workload.model.name == "gpt-7.5b" and spec.workload.model.layers == 36
     assert spec.topology.numbering == "interleaved" and spec.topology.clusters[0].name == "ib"
     missing = tmp_path / "x.yaml"
@@ -378,9 +377,12 @@ def test_cli_runs_a_training_experiment_and_its_dashboard_shows_the_breakdown(tm
     from netsim.cli import app
     from netsim.report.dashboard import build_figures
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["run", HOLMES, "--out", str(out)])
+    result = CliRunner().invoke(app, ["run", HOLMES, "--variant", "holmes", "--variant", "naive-mixed",
+                                      "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert all(word in result.output for word in ("22/14", "TFLOPS", "holmes-hetero")), result.output
+    assert all(word in result.output for word in ("naive-mixed", "647ms", "76.56", "5.699s")), result.output
+    jobs = read_results(out)["jobs"]
+    assert dict(zip(jobs["variant"], jobs["partition"])) == {"holmes": "22/14", "naive-mixed": "18/18"}
     titles = [f.layout.title.text for f in build_figures(out)]
     assert "Jobs" in titles and any("iteration time by part" in t for t in titles)
     html = (out / "report.html").read_text()

@@ -31,6 +31,9 @@ JOB_COLUMNS = ["run_id", "job", "name", "kind", "placement", "n_ranks", "tp", "p
                "iterations", "iteration_time_s", "tflops_per_gpu", "compute_s", "tp_s", "pp_s", "dp_s", "bubble_s",
                "partition", "partition_trials", "nic_families", "comms", "tcp_tp", "tcp_dp", "tcp_pp",
                "collective_calls", "slowdown"]
+#: The documented columns of each per-run table (``runs`` has one column per spec key besides).
+TABLE_COLUMNS = {"collectives": COLLECTIVE_COLUMNS, "flows": FLOW_COLUMNS, "links": LINK_COLUMNS,
+                 "jobs": JOB_COLUMNS, "iterations": ITERATION_COLUMNS}
 RESULT_FILES = ("runs.parquet", "collectives.parquet", "flows.parquet", "links.parquet", "jobs.parquet",
                 "iterations.parquet")
 
@@ -202,6 +205,12 @@ def runs_frame(results: list[RunResult]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def result_tables(result: RunResult) -> dict[str, pd.DataFrame]:
+    """Every table of one run, by name (``runs``, ``collectives``, ``flows``, ``links``, ``jobs``, ``iterations``)."""
+    return {"runs": runs_frame([result]), "collectives": collectives_frame(result), "flows": flows_frame(result),
+            "links": links_frame(result), "jobs": jobs_frame(result), "iterations": iterations_frame(result)}
+
+
 def write_results(results: list[RunResult], out_dir: str | Path, manifest_extra: dict | None = None) -> Path:
     """Write the results directory atomically: built in a temporary sibling, then renamed into place.
 
@@ -215,12 +224,9 @@ def write_results(results: list[RunResult], out_dir: str | Path, manifest_extra:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a results directory is ordinary
-        runs_frame(results).to_parquet(tmp / "runs.parquet", index=False)
-        pd.concat([collectives_frame(r) for r in results]).to_parquet(tmp / "collectives.parquet", index=False)
-        pd.concat([flows_frame(r) for r in results]).to_parquet(tmp / "flows.parquet", index=False)
-        pd.concat([links_frame(r) for r in results]).to_parquet(tmp / "links.parquet", index=False)
-        pd.concat([jobs_frame(r) for r in results]).to_parquet(tmp / "jobs.parquet", index=False)
-        pd.concat([iterations_frame(r) for r in results]).to_parquet(tmp / "iterations.parquet", index=False)
+        tables = [result_tables(r) for r in results]
+        for name in tables[0]:
+            pd.concat([t[name] for t in tables]).to_parquet(tmp / f"{name}.parquet", index=False)
         first = results[0]
         manifest = {
             "name": first.spec.name,

@@ -1,0 +1,389 @@
+"""Sweeps: expand an experiment file into runs (variants x grid x seeds), execute them, collect results.
+
+``expand`` is a pure function of an :class:`~netsim.config.ExperimentFile`: for every variant
+(a partial override of the base spec), every point of the grid (the product of the ``sweep``
+axes; a ``zip`` group is one axis) and every seed, it builds the run's spec and validates it.
+A run that does not validate is kept, with its error, so that the sweep records it as failed and
+goes on. Each run's id is the hash of its resolved spec; with ``repeats: N`` its seed is the
+N-th child of ``numpy.random.SeedSequence(base seed)`` (the same seeds for every variant and
+point, so comparisons are paired).
+
+``run_sweep`` executes the runs with an executor (:mod:`netsim.experiment.executors`) and writes
+each finished run under ``OUT/runs/<run_id>/`` atomically, then the combined tables at the top
+of ``OUT`` (the layout of a single run: ``runs.parquet``, ``collectives.parquet``, ...), with
+``variant``, ``seed`` and every swept key as columns of every table.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+import netsim
+from netsim.config import (ExperimentFile, ExperimentSpec, _deep_merge, _resolve_files, parse_assignment, parse_spec,
+                           set_dotted)
+from netsim.errors import ConfigError, NetsimError
+from netsim.experiment.results import RESULT_FILES, TABLE_COLUMNS, result_tables
+from netsim.experiment.run import run_experiment, spec_hash
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a sweep: its id, where it comes from (variant, swept values, seed), its spec or error."""
+
+    index: int
+    run_id: str
+    variant: str
+    params: dict[str, Any]       #: swept key -> value, as written in the file
+    seed: int
+    spec: ExperimentSpec | None  #: None when the run's spec does not validate
+    error: str = ""              #: the validation error (file:line: path: message)
+
+
+def derived_seeds(base_seed: int, repeats: int) -> list[int]:
+    """``repeats`` seeds derived from ``base_seed`` with ``numpy.random.SeedSequence`` (distinct, stable).
+
+    >>> derived_seeds(1, 3) == derived_seeds(1, 3), len(set(derived_seeds(1, 100)))
+    (True, 100)
+    """
+    return [int(child.generate_state(1, np.uint32)[0]) for child in np.random.SeedSequence(base_seed).spawn(repeats)]
+
+
+def _canonical_id(data: Any) -> str:
+    import hashlib
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def expand(exp: ExperimentFile) -> list[PlannedRun]:
+    """Every run of the experiment file: variants (outer) x grid points x seeds (inner).
+
+    Raises ConfigError only for a structural mistake that would fail every run: a swept key that
+    is not a key of the spec. Any other invalid run is returned with its ``error``, located at the
+    variant or sweep entry that set the bad value.
+    """
+    variants = exp.variants or [{"name": ""}]
+    keys = [k for ks, _ in exp.axes for k in ks]
+    points = [dict(zip(keys, (v for values in combo for v in values)))
+              for combo in itertools.product(*[values for _, values in exp.axes])]
+    runs: list[PlannedRun] = []
+    for vi, variant in enumerate(variants):
+        name = variant["name"]
+        override = {k: v for k, v in variant.items() if k != "name"}
+        vdata = _resolve_files(_merge_variant(copy.deepcopy(exp.base), copy.deepcopy(override)), exp.path)
+        sources = {k: f"variant {name!r}" for k in _dotted_keys(override)}
+        where = {k: f"variants.{vi}.{k}" for k in _dotted_keys(override)}
+        for point in points:
+            data = copy.deepcopy(vdata)
+            src, at = dict(sources), dict(where)
+            error = None
+            try:
+                # whole sections first (topology: FILE), then keys inside them (topology.spines)
+                for key, value in sorted(point.items(), key=lambda kv: kv[0].count(".")):
+                    set_dotted(data, key, copy.deepcopy(value))
+                    data = _resolve_files(data, exp.path)
+                    src[key] = f"sweep {key}={value!r}"
+                    at[key] = _sweep_entry(exp, key)
+                for item in exp.overrides:
+                    key, value = parse_assignment(item, "--set")
+                    set_dotted(data, key, value)
+                    src[key] = "--set"
+                    at.pop(key, None)
+                data = _resolve_files(data, exp.path)
+            except ConfigError as e:
+                error = _locate(e, exp, src, at)
+            seeds = _seeds(exp, data if isinstance(data, dict) else vdata)
+            for seed in seeds:
+                params = {**point, **({"seed": seed} if len(seeds) > 1 or "seed" in point else {})}
+                if error is not None:
+                    runs.append(PlannedRun(len(runs), _canonical_id([name, params, error]), name, params,
+                                           seed if isinstance(seed, int) else 0, None, error))
+                    continue
+                run = copy.deepcopy(data)
+                run["seed"] = seed
+                if name:
+                    run["variant"] = name
+                try:
+                    spec = parse_spec(run, file=str(exp.path), root=exp.root)
+                except ConfigError as e:
+                    if e.message.startswith("unknown key") and e.path in keys:
+                        raise ConfigError(f"{e.path} is not a key of the experiment spec: {e.message}",
+                                          f"sweep.{e.path}", str(exp.path), exp.line(_sweep_entry(exp, e.path))
+                                          ) from None
+                    runs.append(PlannedRun(len(runs), _canonical_id(run), name, params,
+                                           seed if isinstance(seed, int) else 0, None, _locate(e, exp, src, at)))
+                    continue
+                runs.append(PlannedRun(len(runs), spec_hash(spec), name, params, spec.seed, spec))
+    return runs
+
+
+def _merge_variant(base: dict, override: dict) -> dict:
+    """Deep-merge a variant into the base; a section given as a file (``topology: FILE`` or
+    ``{from: FILE, ...}``) replaces the base's section instead of merging into it."""
+    for key, value in override.items():
+        if isinstance(value, str) or (isinstance(value, dict) and "from" in value):
+            base[key] = value
+        else:
+            base[key] = _deep_merge(base.get(key), value) if key in base else value
+    return base
+
+
+def _seeds(exp: ExperimentFile, data: dict) -> list:
+    base_seed = data.get("seed", 0)
+    if exp.seeds is not None:
+        return list(exp.seeds)
+    if exp.repeats is not None:
+        return derived_seeds(base_seed if isinstance(base_seed, int) and base_seed >= 0 else 0, exp.repeats)
+    return [base_seed]
+
+
+def _sweep_entry(exp: ExperimentFile, key: str) -> str:
+    """Dotted path of the file entry that sweeps ``key`` (a plain axis or a zip group's column);
+    ``sweep`` when it came from ``--param``."""
+    zips = [f"sweep.zip.{i}.{key}" for i in range(len(exp.axes))]
+    return next((c for c in (f"sweep.{key}", f"sweep.zip.{key}", *zips) if exp.line(c, exact=True)), "sweep")
+
+
+def _locate(e: ConfigError, exp: ExperimentFile, sources: dict[str, str], at: dict[str, str]) -> str:
+    """The error text of a run, at the variant or sweep entry that set the offending value."""
+    parts = e.path.split(".") if e.path else []
+    for i in range(len(parts), 0, -1):
+        key = ".".join(parts[:i])
+        if key in sources:
+            entry = at.get(key)
+            line = exp.line(entry + e.path[len(key):]) if entry else exp.line(e.path)
+            return str(ConfigError(f"{e.message} (value from {sources[key]})", e.path, str(exp.path), line))
+    return str(ConfigError(e.message, e.path, str(exp.path), e.line if e.file else exp.line(e.path)))
+
+
+def _dotted_keys(data: dict, prefix: str = "") -> list[str]:
+    out = []
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        out.append(key)
+        if isinstance(v, dict):
+            out += _dotted_keys(v, key + ".")
+    return out
+
+
+# ---------------------------------------------------------------------------- executing one run
+
+
+@dataclass
+class RunOutcome:
+    """What a worker sends back: the run's tables, or its error and traceback."""
+
+    run_id: str
+    ok: bool
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+    error: str = ""
+    traceback: str = ""
+
+
+def execute(run: PlannedRun) -> RunOutcome:
+    """Run one planned run and return its tables (never raises: failures come back as outcomes)."""
+    info = {"run_id": run.run_id, "variant": run.variant, "seed": run.seed, "params": run.params}
+    if run.spec is None:
+        return RunOutcome(run.run_id, False, info=info, error=run.error)
+    t0 = time.perf_counter()
+    try:
+        result = run_experiment(run.spec)
+        tables = result_tables(result)
+    except Exception as exc:  # noqa: BLE001 - a sweep records any failure and goes on
+        message = str(exc) if isinstance(exc, NetsimError) else f"{type(exc).__name__}: {exc}"
+        return RunOutcome(run.run_id, False, info={**info, "wall_s": time.perf_counter() - t0}, error=message,
+                          traceback=traceback.format_exc())
+    info.update(wall_s=result.wall_s, topology=result.topology.describe())
+    return RunOutcome(run.run_id, True, tables=tables, info=info)
+
+
+# ---------------------------------------------------------------------------- results directory
+
+RUN_INFO = "run.json"
+
+
+def _label(run: PlannedRun) -> dict[str, Any]:
+    """The columns every table of the run gets: variant, seed, the swept values (JSON-safe)."""
+    cols: dict[str, Any] = {"variant": run.variant, "seed": run.seed}
+    for key, value in run.params.items():
+        cols[key] = value if isinstance(value, (int, float, str, bool)) or value is None else json.dumps(value)
+    return cols
+
+
+def _write_run(out: Path, run: PlannedRun, outcome: RunOutcome) -> None:
+    """``out/runs/<run_id>/``: the run's tables and ``run.json``, renamed into place when complete."""
+    runs_dir = out / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{run.run_id}.tmp-", dir=runs_dir))
+    try:
+        labels = _label(run)
+        for name, df in outcome.tables.items():
+            df = df.copy()
+            for i, (col, value) in enumerate(labels.items()):
+                if col in df.columns:
+                    df = df.drop(columns=[col])
+                df.insert(min(1 + i, len(df.columns)), col, value)
+            df.to_parquet(tmp / f"{name}.parquet", index=False)
+        info = {**outcome.info, "status": "ok" if outcome.ok else "failed", "error": outcome.error,
+                "traceback": outcome.traceback, "index": run.index}
+        (tmp / RUN_INFO).write_text(json.dumps(info, indent=2, default=str))
+        target = runs_dir / run.run_id
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def completed(out: Path) -> dict[str, dict]:
+    """Run id -> ``run.json`` of every run written completely under ``out/runs``."""
+    done = {}
+    runs_dir = out / "runs"
+    if runs_dir.is_dir():
+        for d in runs_dir.iterdir():
+            info = d / RUN_INFO
+            if not d.name.startswith(".") and info.is_file():
+                done[d.name] = json.loads(info.read_text())
+    return done
+
+
+def _uniform(df: pd.DataFrame) -> pd.DataFrame:
+    """Columns whose values mix Python types (a swept ``[1MiB, 2097152]``) become strings: Parquet
+    columns have one type."""
+    for col in df.columns:
+        if df[col].dtype == object:
+            kinds = {type(v) for v in df[col] if v is not None and v == v}
+            if len(kinds) > 1:
+                df[col] = df[col].map(lambda v: v if v is None or v != v else str(v))
+    return df
+
+
+def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def combine(out: Path, planned: list[PlannedRun], exp: ExperimentFile, *, complete: bool, wall_s: float) -> dict:
+    """Write the top-level tables and ``manifest.json`` from the runs of ``planned`` found under ``out/runs``.
+
+    Failed runs are rows of ``runs.parquet`` with ``status: failed``, their ``error`` and ``traceback``.
+    Returns the manifest.
+    """
+    done = completed(out)
+    frames: dict[str, list[pd.DataFrame]] = {name.removesuffix(".parquet"): [] for name in RESULT_FILES}
+    statuses = []
+    for run in planned:
+        info = done.get(run.run_id)
+        if info is None:
+            statuses.append({"run_id": run.run_id, "variant": run.variant, "seed": run.seed, "params": run.params,
+                             "status": "missing"})
+            continue
+        statuses.append({"run_id": run.run_id, "variant": run.variant, "seed": run.seed, "params": run.params,
+                         "status": info["status"], "wall_s": info.get("wall_s"), "error": info.get("error", "")})
+        part = out / "runs" / run.run_id
+        if info["status"] == "ok":
+            for name in frames:
+                f = part / f"{name}.parquet"
+                if f.is_file():
+                    frames[name].append(pd.read_parquet(f))
+            frames["runs"][-1] = frames["runs"][-1].assign(status="ok", error="", traceback="")
+        else:
+            row = {"run_id": run.run_id, **_label(run), "status": "failed", "error": info.get("error", ""),
+                   "traceback": info.get("traceback", "")}
+            frames["runs"].append(pd.DataFrame([row]))
+    labels = ["variant", "seed", *dict.fromkeys(k for run in planned for k in run.params if k != "seed")]
+    for name, parts in frames.items():
+        parts = [p for p in parts if len(p.columns)]
+        if parts:
+            df = pd.concat(parts, ignore_index=True)
+        else:  # no run produced this table: still every documented column
+            rest = [c for c in TABLE_COLUMNS.get(name, []) if c != "run_id"]
+            df = pd.DataFrame(columns=["run_id", *labels, *[c for c in rest if c not in labels]])
+        if name == "runs":
+            order = ["run_id", "variant", "seed", "status", "error"]
+            df = df[[c for c in order if c in df.columns] + [c for c in df.columns if c not in order]]
+        _atomic_parquet(_uniform(df), out / f"{name}.parquet")
+    counts = {s: sum(1 for r in statuses if r["status"] == s) for s in ("ok", "failed", "missing")}
+    manifest = {
+        "name": exp.base.get("name", exp.path.stem), "kind": "sweep", "experiment": str(exp.path),
+        "netsim_version": netsim.__version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "complete": complete and counts["missing"] == 0, "counts": {"planned": len(planned), **counts},
+        "variants": [v["name"] for v in exp.variants], "axes": [list(keys) for keys, _ in exp.axes],
+        "seeds": exp.seeds, "repeats": exp.repeats, "overrides": exp.overrides, "wall_s": wall_s,
+        "runs": statuses,
+    }
+    tmp = out / f".manifest.json.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(manifest, indent=2, default=str))
+    os.replace(tmp, out / "manifest.json")
+    return manifest
+
+
+@dataclass
+class SweepReport:
+    """How a sweep went: counts and the manifest written."""
+
+    planned: int
+    ran: int
+    skipped: int
+    failed: int
+    manifest: dict
+
+
+def run_sweep(planned: list[PlannedRun], exp: ExperimentFile, out: str | Path, executor: Any, *,
+              resume: bool = False, on_done: Callable[[PlannedRun, RunOutcome], None] | None = None) -> SweepReport:
+    """Execute ``planned`` with ``executor`` and write ``out`` (see the module docstring).
+
+    Without ``resume`` an existing ``out`` is replaced. With it, runs already written completely and
+    successfully are skipped (failed ones run again). The top-level tables are rewritten at the
+    end, also when the sweep is interrupted (``manifest.json`` then says ``complete: false``).
+    """
+    out = Path(out)
+    if out.exists() and not resume:
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in (out / "runs").glob(".*.tmp-*") if (out / "runs").is_dir() else []:
+        shutil.rmtree(stale, ignore_errors=True)  # an interrupted write
+    done = completed(out) if resume else {}
+    todo = [r for r in planned if done.get(r.run_id, {}).get("status") != "ok"]
+    by_id = {r.run_id: r for r in planned}
+    failed = 0
+    t0 = time.perf_counter()
+    complete = False
+    try:
+        for outcome in executor.map(execute, todo):
+            run = by_id[outcome.run_id]
+            _write_run(out, run, outcome)
+            failed += not outcome.ok
+            if on_done is not None:
+                on_done(run, outcome)
+        complete = True
+    finally:
+        manifest = combine(out, planned, exp, complete=complete, wall_s=time.perf_counter() - t0)
+    return SweepReport(len(planned), len(todo), len(planned) - len(todo), failed, manifest)
+
+
+def unique_ids(planned: Iterable[PlannedRun]) -> list[PlannedRun]:
+    """``planned`` without repeated run ids (two points that resolve to the same spec run once)."""
+    seen, out = set(), []
+    for run in planned:
+        if run.run_id not in seen:
+            seen.add(run.run_id)
+            out.append(run)
+    return out
