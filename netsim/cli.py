@@ -349,7 +349,8 @@ def _print_summary(tables: dict, name: str) -> None:
                       "-" if ideal != ideal else f"{g['slowdown'].mean():.3f}x")
     _out().print(table)
     jobs = tables.get("jobs")
-    if jobs is not None and (len(jobs) > 1 or (jobs["kind"] == "training").any()):
+    if jobs is not None and len(jobs) and (jobs.groupby("run_id").size().max() > 1
+                                           or (jobs["kind"] == "training").any()):
         _out().print(_jobs_table(jobs))
     below = int(colls["below_bound"].sum()) if len(colls) else 0
     if below:

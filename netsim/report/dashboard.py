@@ -97,16 +97,20 @@ BREAKDOWN = {"compute_s": "compute", "tp_s": "exposed TP", "pp_s": "exposed PP",
 
 def _job_figures(jobs: pd.DataFrame, iterations: pd.DataFrame) -> list[go.Figure]:
     """Jobs table; for training jobs, the iteration-time breakdown and the time of every iteration."""
+    training = jobs["kind"] == "training"
     table = jobs.assign(**{
         "iteration (ms)": (jobs["iteration_time_s"] * 1e3).round(3),
         "TFLOPS/GPU": jobs["tflops_per_gpu"].round(1),
         "start (ms)": (jobs["start_s"] * 1e3).round(3), "end (ms)": (jobs["end_s"] * 1e3).round(3),
-        "tp/pp/dp": jobs["tp"].astype(str) + "/" + jobs["pp"].astype(str) + "/" + jobs["dp"].astype(str),
-        "TCP comms tp/dp/pp": jobs["tcp_tp"].astype(str) + "/" + jobs["tcp_dp"].astype(str) + "/"
-        + jobs["tcp_pp"].astype(str), "slowdown": jobs["slowdown"].round(3)})
+        "tp/pp/dp": (jobs["tp"].astype(str) + "/" + jobs["pp"].astype(str) + "/" + jobs["dp"].astype(str)
+                     ).where(training, "-"),
+        "TCP comms tp/dp/pp": (jobs["tcp_tp"].astype(str) + "/" + jobs["tcp_dp"].astype(str) + "/"
+                               + jobs["tcp_pp"].astype(str)).where(training, "-"),
+        "slowdown": jobs["slowdown"].round(3)})
     cols = ["run_id", "name", "kind", "placement", "n_ranks", "tp/pp/dp", "partition", "start (ms)", "end (ms)",
             "iterations", "iteration (ms)", "TFLOPS/GPU", "TCP comms tp/dp/pp", "slowdown"]
-    fig = go.Figure(go.Table(header={"values": cols}, cells={"values": [table[c].astype(str) for c in cols]}))
+    cells = [table[c].map(lambda v: "-" if v is None or v != v or v == "" else str(v)) for c in cols]
+    fig = go.Figure(go.Table(header={"values": cols}, cells={"values": cells}))
     fig.update_layout(title="Jobs", height=160 + 28 * min(len(table), 40), margin={"t": 50, "b": 10, "l": 10, "r": 10})
     figs = [fig]
     if len(iterations):
@@ -133,7 +137,8 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
     runs, colls, flows, links = t["runs"], t["collectives"], t["flows"], t["links"]
     jobs, iterations = t.get("jobs"), t.get("iterations")
     figs = [_summary(runs, colls)]
-    if jobs is not None and (len(jobs) > 1 or (jobs["kind"] == "training").any()):
+    if jobs is not None and len(jobs) and (jobs.groupby("run_id").size().max() > 1
+                                           or (jobs["kind"] == "training").any()):
         figs += _job_figures(jobs, iterations if iterations is not None else pd.DataFrame())
         training = jobs.loc[jobs["kind"] == "training", ["run_id", "job"]]
         # a training job's TP/DP calls are summarised by its breakdown, not plotted one by one
