@@ -30,7 +30,7 @@ SCENARIOS = {
     # Holmes on 4 IB + 4 RoCE nodes: GPT-7.5B, TP=8 PP=2 DP=4, with the partition search (6 probes).
     "train-holmes-64": dict(experiment="experiments/holmes-hetero.yaml", variant="holmes"),
 }
-ENGINE_OFF = {"record_flows": False, "ideal": False, "congestion": False}
+ENGINE_OFF = {"record_flows": False, "ideal": False, "congestion": False, "link_series": 0}
 
 
 def run_one(name: str) -> dict:

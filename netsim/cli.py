@@ -232,6 +232,23 @@ def _run_label(run) -> str:
 
 
 @app.command()
+def report(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep).")],
+           out: Annotated[Optional[Path], typer.Option("--out", help="HTML file to write (default DIR/report.html).")]
+           = None) -> None:
+    """Write the self-contained HTML dashboard of a results directory (it opens offline)."""
+    from netsim.report import write_report
+    if not (directory / "runs.parquet").is_file() or not (directory / "manifest.json").is_file():
+        _fail(NetsimError(f"{directory} is not a results directory (no runs.parquet and manifest.json)"))
+    if out is not None and not out.parent.is_dir():
+        _fail(NetsimError(f"--out {out}: directory {out.parent} does not exist"))
+    try:
+        target = write_report(directory, out)
+    except OSError as exc:
+        _fail(NetsimError(f"cannot write the report: {exc.strerror or exc}"))
+    _out().print(f"report: {target}", highlight=False)
+
+
+@app.command()
 def results(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep).")],
             csv: Annotated[Optional[Path], typer.Option("--csv", help="Also write the summary to this CSV file.")] = None,
             metric: Annotated[Optional[list[str]], typer.Option(
@@ -361,7 +378,7 @@ def _print_summary(tables: dict, name: str) -> None:
 def _jobs_table(jobs) -> Table:
     """One line per job: placement, ranks, iteration time, TFLOPS per GPU and the time breakdown."""
     table = Table(title="jobs (training: mean per iteration, TFLOPS per GPU, time breakdown = mean over stage "
-                        "processes, communicators over TCP as tp/dp/pp)")
+                        "processes, communicators over TCP as tp/pp/dp)")
     cols = ("job", "kind", "placement", "ranks", "tp/pp/dp", "layers", "iteration", "TFLOPS", "compute",
             "TP", "PP", "DP", "bubble", "TCP", "slowdown")
     for col in cols:
@@ -378,7 +395,7 @@ def _jobs_table(jobs) -> Table:
             f"{j['tp']}/{j['pp']}/{j['dp']}" if training else "-", j["partition"] or "-", t(j["iteration_time_s"]),
             f"{j['tflops_per_gpu']:.1f}" if training else "-", t(j["compute_s"]), t(j["tp_s"]), t(j["pp_s"]),
             t(j["dp_s"]), t(j["bubble_s"]),
-            f"{j['tcp_tp']}/{j['tcp_dp']}/{j['tcp_pp']}" if training else "-",
+            f"{j['tcp_tp']}/{j['tcp_pp']}/{j['tcp_dp']}" if training else "-",
             "-" if j["slowdown"] != j["slowdown"] else f"{j['slowdown']:.3f}x")
     return table
 

@@ -481,6 +481,9 @@ class EngineSpec(_Spec):
     #: Track offered load per switch link under the policy and under ideal spraying (the
     #: ``max_congestion`` metrics); about 10-20% of the engine's time. Off: those columns are NaN.
     congestion: bool = True
+    #: Time bins of the per-link utilisation series (``link_series.parquet``, the dashboard's
+    #: heatmap): at most this many over the run, so the resolution is about horizon / bins. 0: off.
+    link_series: Annotated[int, Field(strict=True, ge=0, le=100_000)] = 128
 
 
 class FaultSpec(_Spec):
@@ -828,6 +831,16 @@ def locate(error: ConfigError, file: str | Path) -> ConfigError:
     return ConfigError(error.message, error.path, str(file), line)
 
 
+def _unalias(value: Any) -> Any:
+    """A copy where every mapping and list is its own object: a YAML alias (``*ring``) loads as the
+    anchored object itself, and ``--set jobs.0.workload.size`` must not change the other jobs too."""
+    if isinstance(value, dict):
+        return {k: _unalias(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unalias(v) for v in value]
+    return value
+
+
 def _read_yaml(path: Path) -> tuple[yaml.Node | None, Any]:
     """(composed node tree for line numbers, plain data) of a YAML file; located ConfigErrors otherwise."""
     where = str(path)
@@ -838,7 +851,7 @@ def _read_yaml(path: Path) -> tuple[yaml.Node | None, Any]:
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read: {exc.__class__.__name__}", "", where) from None
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader), yaml.safe_load(text)
+        return yaml.compose(text, Loader=yaml.SafeLoader), _unalias(yaml.safe_load(text))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

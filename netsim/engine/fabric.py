@@ -74,6 +74,66 @@ class _Flow:
         # ``offered`` (its (link, weight) pairs on the offered-load counters), ``demand``, ``spray``.
 
 
+class LinkSeries:
+    """Bytes each link carried per time bin, with at most ``bins`` bins over the run.
+
+    The horizon is not known in advance: bins start 1 µs wide and double (neighbours merged) when
+    the simulation outgrows them, so the resolution ends between horizon/bins and 2 x that. Only
+    links that carry something get a row. Cost: a few list additions per load change of a link
+    (rows are Python lists: scalar updates on them are several times cheaper than on numpy arrays).
+    """
+
+    def __init__(self, bins: int):
+        self.bins = int(bins)
+        self.width = 1e-6
+        self.limit = self.bins * self.width
+        self.rows: dict[int, list[float]] = {}
+
+    def _grow(self, t: float) -> None:
+        while t > self.limit:
+            self.width *= 2
+            self.limit = self.bins * self.width
+            for link, row in self.rows.items():
+                merged = [sum(row[k:k + 2]) for k in range(0, self.bins, 2)]
+                self.rows[link] = merged + [0.0] * (self.bins - len(merged))
+
+    def add(self, link: int, t0: float, t1: float, load_Bps: float) -> None:
+        """``load_Bps`` carried on ``link`` during ``[t0, t1)``."""
+        if t1 <= t0:
+            return
+        if t1 > self.limit:
+            self._grow(t1)
+        row = self.rows.get(link)
+        if row is None:
+            row = self.rows[link] = [0.0] * self.bins
+        w = self.width
+        i1 = int(t1 / w)
+        if i1 >= self.bins:
+            i1 = self.bins - 1
+        i0 = int(t0 / w)
+        if i0 >= i1:
+            row[i1] += load_Bps * (t1 - t0)
+            return
+        row[i0] += load_Bps * ((i0 + 1) * w - t0)
+        full = load_Bps * w
+        for k in range(i0 + 1, i1):
+            row[k] += full
+        row[i1] += load_Bps * (t1 - i1 * w)
+
+    def utilisation(self, capacity_Bps: np.ndarray, horizon_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(link ids, bin start times, mean utilisation [link, bin])`` up to ``horizon_s``."""
+        n = max(1, min(self.bins, math.ceil(horizon_s / self.width - 1e-9)))
+        starts = np.arange(n) * self.width
+        widths = np.minimum(starts + self.width, max(horizon_s, 1e-300)) - starts
+        links = np.array(sorted(self.rows), dtype=np.int64)
+        if not len(links):
+            return links, starts, np.zeros((0, n))
+        data = np.array([self.rows[int(lk)][:n] for lk in links])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            util = data / (capacity_Bps[links][:, None] * np.where(widths > 0, widths, np.nan)[None, :])
+        return links, starts, np.nan_to_num(util)
+
+
 class Fabric:
     """A fluid network on a SimPy environment.
 
@@ -114,7 +174,8 @@ class Fabric:
     def __init__(self, env: simpy.Environment, topology: Topology, routing: RoutingPolicy, *,
                  solver: Callable[..., np.ndarray] = progressive_filling,
                  completion_tolerance_s: float = 1e-9, record_flows: bool = True, small_component: int = 24,
-                 unbounded_links: np.ndarray | None = None, track_congestion: bool = True):
+                 unbounded_links: np.ndarray | None = None, track_congestion: bool = True,
+                 link_series_bins: int = 0):
         self.env = env
         self._unbounded = unbounded_links
         self.topology = topology
@@ -170,6 +231,8 @@ class Fabric:
         self._tcp_comms: set[tuple[int, int]] = set()
         self._offer_pending: dict[int, list] = {}
         self._spray_pending: dict[int, list] = {}
+        #: Bytes per link per time bin (``link_series_bins`` > 0), for utilisation over time.
+        self.link_series = LinkSeries(link_series_bins) if link_series_bins > 0 else None
 
     # ----------------------------------------------------------------- public API
     def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
@@ -290,6 +353,8 @@ class Fabric:
         for link, load in enumerate(self._load):
             if load > 0:
                 self._busy[link] += now - self._link_t[link]
+                if self.link_series is not None:
+                    self.link_series.add(link, self._link_t[link], now, load)
                 self._link_t[link] = now
 
     # ----------------------------------------------------------------- batching
@@ -641,9 +706,23 @@ class Fabric:
     def _set_loads(self, pairs, now: float) -> None:
         """Set new loads on links, closing their busy-time interval and raising their peaks."""
         load_, t_, busy_, peak_, cap_ = self._load, self._link_t, self._busy, self._peak, self._nominal
+        series = self.link_series
+        if series is not None:
+            rows, w, limit = series.rows, series.width, series.limit
         for link, load in pairs:
-            if load_[link] > 0:
-                busy_[link] += now - t_[link]
+            old = load_[link]
+            if old > 0:
+                t0 = t_[link]
+                busy_[link] += now - t0
+                if series is not None:
+                    # perf: the common case (same bin, row exists) inline; the rest in LinkSeries.add
+                    row = rows.get(link)
+                    i = int(t0 / w)
+                    if row is not None and now <= limit and int(now / w) == i:
+                        row[i] += old * (now - t0)
+                    else:
+                        series.add(link, t0, now, old)
+                        rows, w, limit = series.rows, series.width, series.limit
             t_[link] = now
             load_[link] = load
             util = load / cap_[link]

@@ -31,11 +31,14 @@ JOB_COLUMNS = ["run_id", "job", "name", "kind", "placement", "n_ranks", "tp", "p
                "iterations", "iteration_time_s", "tflops_per_gpu", "compute_s", "tp_s", "pp_s", "dp_s", "bubble_s",
                "partition", "partition_trials", "nic_families", "comms", "tcp_tp", "tcp_dp", "tcp_pp",
                "collective_calls", "slowdown"]
+LINK_SERIES_COLUMNS = ["run_id", "link_id", "src", "dst", "kind", "tier", "t_start_s", "t_end_s", "util"]
 #: The documented columns of each per-run table (``runs`` has one column per spec key besides).
 TABLE_COLUMNS = {"collectives": COLLECTIVE_COLUMNS, "flows": FLOW_COLUMNS, "links": LINK_COLUMNS,
-                 "jobs": JOB_COLUMNS, "iterations": ITERATION_COLUMNS}
+                 "jobs": JOB_COLUMNS, "iterations": ITERATION_COLUMNS, "link_series": LINK_SERIES_COLUMNS}
 RESULT_FILES = ("runs.parquet", "collectives.parquet", "flows.parquet", "links.parquet", "jobs.parquet",
-                "iterations.parquet")
+                "iterations.parquet", "link_series.parquet")
+#: Tables added after the first release: a results directory written before them lacks them.
+OPTIONAL_FILES = ("jobs.parquet", "iterations.parquet", "link_series.parquet")
 
 
 def collectives_frame(result: RunResult) -> pd.DataFrame:
@@ -119,6 +122,30 @@ def links_frame(result: RunResult) -> pd.DataFrame:
         "peak_offered": fab.offered_peak if fab.track_congestion else np.nan,
         "spray_peak_offered": fab.spray_offered_peak if fab.track_congestion else np.nan,
     }, columns=LINK_COLUMNS)
+
+
+def link_series_frame(result: RunResult) -> pd.DataFrame:
+    """Mean utilisation of every link that carried traffic, per time bin (empty when the series is off)."""
+    series = result.fabric.link_series
+    if series is None:
+        return pd.DataFrame(columns=LINK_SERIES_COLUMNS)
+    topo = result.topology
+    lt = topo.links
+    links, starts, util = series.utilisation(result.fabric.capacity_Bps, result.sim_time_s)
+    n_bins = len(starts)
+    ends = np.minimum(starts + series.width, result.sim_time_s)
+    kinds = np.array(LINK_KINDS)[lt.kind[links]]
+    return pd.DataFrame({
+        "run_id": result.run_id,
+        "link_id": np.repeat(links, n_bins),
+        "src": np.repeat([topo.node_name(int(n)) for n in lt.src[links]], n_bins),
+        "dst": np.repeat([topo.node_name(int(n)) for n in lt.dst[links]], n_bins),
+        "kind": np.repeat(kinds, n_bins),
+        "tier": np.repeat([LINK_TIERS[k] for k in kinds], n_bins),
+        "t_start_s": np.tile(starts, len(links)),
+        "t_end_s": np.tile(ends, len(links)),
+        "util": util.reshape(-1),
+    }, columns=LINK_SERIES_COLUMNS)
 
 
 def uplink_imbalance(result: RunResult) -> float:
@@ -208,7 +235,8 @@ def runs_frame(results: list[RunResult]) -> pd.DataFrame:
 def result_tables(result: RunResult) -> dict[str, pd.DataFrame]:
     """Every table of one run, by name (``runs``, ``collectives``, ``flows``, ``links``, ``jobs``, ``iterations``)."""
     return {"runs": runs_frame([result]), "collectives": collectives_frame(result), "flows": flows_frame(result),
-            "links": links_frame(result), "jobs": jobs_frame(result), "iterations": iterations_frame(result)}
+            "links": links_frame(result), "jobs": jobs_frame(result), "iterations": iterations_frame(result),
+            "link_series": link_series_frame(result)}
 
 
 def write_results(results: list[RunResult], out_dir: str | Path, manifest_extra: dict | None = None) -> Path:
@@ -257,7 +285,7 @@ def write_results(results: list[RunResult], out_dir: str | Path, manifest_extra:
 
 def read_results(out_dir: str | Path) -> dict[str, pd.DataFrame]:
     """Load a results directory's tables (``runs``, ``collectives``, ``flows``, ``links``, ``jobs``,
-    ``iterations``; the last two are absent from directories written before netsim had jobs)."""
+    ``iterations``, ``link_series``; the last three are absent from older directories)."""
     out_dir = Path(out_dir)
     return {name.removesuffix(".parquet"): pd.read_parquet(out_dir / name) for name in RESULT_FILES
-            if name not in ("jobs.parquet", "iterations.parquet") or (out_dir / name).exists()}
+            if name not in OPTIONAL_FILES or (out_dir / name).exists()}

@@ -170,7 +170,8 @@ def simulate(spec: ExperimentSpec, topology: Topology, jobs: list[JobPlan], rout
     env = Environment()
     routing = make_routing(spec.routing.type, topology, routing_rng, spec.routing.options)
     fabric = Fabric(env, topology, routing, completion_tolerance_s=spec.engine.completion_tolerance,
-                    record_flows=spec.engine.record_flows, track_congestion=spec.engine.congestion)
+                    record_flows=spec.engine.record_flows, track_congestion=spec.engine.congestion,
+                    link_series_bins=spec.engine.link_series)
     records: list[CollectiveRecord] = []
     iteration_records: list[IterationRecord] = []
     use_ideal = spec.engine.ideal if ideal is None else ideal

@@ -208,7 +208,8 @@ def execute(run: PlannedRun) -> RunOutcome:
         message = str(exc) if isinstance(exc, NetsimError) else f"{type(exc).__name__}: {exc}"
         return RunOutcome(run.run_id, False, info={**info, "wall_s": time.perf_counter() - t0}, error=message,
                           traceback=traceback.format_exc())
-    info.update(wall_s=result.wall_s, topology=result.topology.describe())
+    info.update(wall_s=result.wall_s, topology=result.topology.describe(),
+                spec=run.spec.model_dump(mode="json"))
     return RunOutcome(run.run_id, True, tables=tables, info=info)
 
 

@@ -7,13 +7,19 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
 from netsim.experiment.results import read_results
+from netsim.experiment.summary import group_keys, summarize
 
 GBPS = 1e9 / 8  # bytes/s in one Gbps
+#: Axis titles for the columns the figures plot.
+LABELS = {"time_s": "time (s)", "busbw_Gbps": "bus bandwidth (Gbps)", "fct_s": "message completion time (s)",
+          "mean_util": "mean utilisation", "peak_util": "peak utilisation", "slowdown": "slowdown vs ideal",
+          "size_bytes": "message size (bytes)", "line": "", "group": "", "ms": "ms"}
 
 
 def _summary(runs: pd.DataFrame, colls: pd.DataFrame) -> go.Figure:
@@ -79,9 +85,10 @@ def _collective_figures(colls: pd.DataFrame) -> list[go.Figure]:
                        hover_data=["duration_s", "size_bytes", "n_ranks", "label"],
                        title="Collective bus bandwidth per call (Gbps)")]
         if has_ideal:
-            figs.append(px.bar(c, x="call", y="slowdown", color="run_id", barmode="group",
-                               hover_data=["label", "ideal_s"],
-                               title="Slowdown vs ideal (the call alone, non-blocking core) per call"))
+            fig = px.scatter(c, x="call", y="slowdown", color="run_id", hover_data=["label", "ideal_s"],
+                             title="Slowdown vs ideal (the call alone, non-blocking core) per call")
+            fig.update_traces(marker={"size": 11})
+            figs.append(fig)
         for fig in figs:
             fig.update_xaxes(type="category")
     if has_ideal:
@@ -104,11 +111,11 @@ def _job_figures(jobs: pd.DataFrame, iterations: pd.DataFrame) -> list[go.Figure
         "start (ms)": (jobs["start_s"] * 1e3).round(3), "end (ms)": (jobs["end_s"] * 1e3).round(3),
         "tp/pp/dp": (jobs["tp"].astype(str) + "/" + jobs["pp"].astype(str) + "/" + jobs["dp"].astype(str)
                      ).where(training, "-"),
-        "TCP comms tp/dp/pp": (jobs["tcp_tp"].astype(str) + "/" + jobs["tcp_dp"].astype(str) + "/"
-                               + jobs["tcp_pp"].astype(str)).where(training, "-"),
+        "TCP comms tp/pp/dp": (jobs["tcp_tp"].astype(str) + "/" + jobs["tcp_pp"].astype(str) + "/"
+                               + jobs["tcp_dp"].astype(str)).where(training, "-"),
         "slowdown": jobs["slowdown"].round(3)})
     cols = ["run_id", "name", "kind", "placement", "n_ranks", "tp/pp/dp", "partition", "start (ms)", "end (ms)",
-            "iterations", "iteration (ms)", "TFLOPS/GPU", "TCP comms tp/dp/pp", "slowdown"]
+            "iterations", "iteration (ms)", "TFLOPS/GPU", "TCP comms tp/pp/dp", "slowdown"]
     cells = [table[c].map(lambda v: "-" if v is None or v != v or v == "" else str(v)) for c in cols]
     fig = go.Figure(go.Table(header={"values": cols}, cells={"values": cells}))
     fig.update_layout(title="Jobs", height=160 + 28 * min(len(table), 40), margin={"t": 50, "b": 10, "l": 10, "r": 10})
@@ -128,15 +135,179 @@ def _job_figures(jobs: pd.DataFrame, iterations: pd.DataFrame) -> list[go.Figure
                             line_dash="run_id" if it["run_id"].nunique() > 1 else None,
                             title="Iteration time per job (ms)"))
         figs[-1].update_xaxes(dtick=1)
+        figs[-1].update_yaxes(rangemode="tozero")
     return figs
 
 
+def _table(df: pd.DataFrame, title: str) -> go.Figure:
+    cells = [df[c].map(lambda v: "-" if v is None or v != v or v == "" else str(v)) for c in df.columns]
+    fig = go.Figure(go.Table(header={"values": list(df.columns)}, cells={"values": cells}))
+    fig.update_layout(title=title, height=160 + 28 * min(len(df), 40), margin={"t": 50, "b": 10, "l": 10, "r": 10})
+    return fig
+
+
+def _group_label(frame: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """One text label per row from the variant and swept values (``c4p, workload.size=1MiB``)."""
+    if not keys:
+        return pd.Series(["run"] * len(frame), index=frame.index)
+    parts = [frame[k].astype(str) if k == "variant" else k + "=" + frame[k].astype(str) for k in keys]
+    label = parts[0]
+    for p in parts[1:]:
+        label = label + ", " + p
+    return label.str.strip(", ")
+
+
+def _sweep_summary(results_dir: Path) -> tuple[go.Figure, pd.DataFrame, list[str], list[str]]:
+    """One row per variant / grid point: mean ± 95% interval over seeds of the headline metrics."""
+    table, keys, metrics = summarize(results_dir)
+    shown = table[keys + ["runs", "failed"]].copy()
+    for m in metrics:
+        scale, unit = (1e3, " (ms)") if m.endswith("_s") else (1 / GBPS, " (Gbps)") if m.endswith("_Bps") else (1, "")
+        mean, half = table[m] * scale, table[f"{m}_ci95"] * scale
+        shown[m.removesuffix("_s").removesuffix("_Bps") + unit] = [
+            "-" if a != a else f"{a:.4g}" + ("" if h != h else f" ± {h:.2g}") for a, h in zip(mean, half)]
+    return _table(shown, "Variants and grid points: mean ± 95% interval over seeds"), table, keys, metrics
+
+
+def _metric_bars(table: pd.DataFrame, keys: list[str], metrics: list[tuple[str, str, float]]) -> list[go.Figure]:
+    """Bars per variant (colour: the first swept key) with the 95% interval over seeds as error bars."""
+    figs = []
+    x = "variant" if "variant" in keys and table["variant"].nunique() > 1 else None
+    rest = [k for k in keys if k != "variant"]
+    colour = rest[0] if rest else None
+    facet = rest[1] if len(rest) > 1 else None
+    frame = table.copy()
+    if x is None:
+        frame["group"] = _group_label(frame, keys)
+        x = "group"
+    for col in [c for c in (colour, facet) if c]:
+        frame[col] = frame[col].astype(str)
+    for metric, title, scale in metrics:
+        if metric not in frame or frame[metric].isna().all():
+            continue
+        frame["_y"] = frame[metric] * scale
+        frame["_e"] = frame[f"{metric}_ci95"].fillna(0) * scale
+        fig = px.bar(frame, x=x, y="_y", error_y="_e", color=colour, facet_col=facet, barmode="group",
+                     title=title, hover_data=[f"{metric}_n"])
+        fig.update_yaxes(title=None)
+        figs.append(fig)
+    return figs
+
+
+def _size_figures(colls: pd.DataFrame, runs: pd.DataFrame, keys: list[str]) -> list[go.Figure]:
+    """busbw and time against message size (log-x), one line per variant / collective, facets for a
+    further swept key."""
+    extra = [k for k in keys if k not in ("variant", "workload.size")]
+    c = colls.merge(runs[["run_id", *[k for k in keys if k not in colls.columns]]], on="run_id", how="left") \
+        if keys else colls.copy()
+    c["collective"] = c["op"] + "/" + c["algorithm"]
+    c["line"] = (c["variant"].astype(str) + " " if "variant" in c and c["variant"].nunique() > 1 else "") \
+        + c["collective"]
+    facet = extra[0] if extra else None
+    group = ["line", "size_bytes", *([facet] if facet else [])]
+    if facet:
+        c[facet] = c[facet].astype(str)
+    by = c.groupby(group, as_index=False).agg(busbw_Gbps=("busbw_Bps", lambda v: v.mean() / GBPS),
+                                              time_s=("duration_s", "mean"), slowdown=("slowdown", "mean"))
+    by = by.sort_values("size_bytes")
+    style = dict(color="line", line_dash="line", symbol="line", facet_col=facet, markers=True, log_x=True,
+                 labels=LABELS)  # dashes and symbols: lines that coincide stay visible
+    figs = [px.line(by, x="size_bytes", y="busbw_Gbps", title="Bus bandwidth vs message size (mean over seeds)",
+                    **style),
+            px.line(by, x="size_bytes", y="time_s", log_y=True, title="Collective time vs message size", **style)]
+    if by["slowdown"].notna().any():
+        figs.append(px.line(by, x="size_bytes", y="slowdown",
+                            title="Slowdown vs ideal (the call alone, non-blocking core) by size", **style))
+    for fig in figs:
+        fig.update_xaxes(title="message size (bytes)")
+    return figs
+
+
+def _fct_figure(flows: pd.DataFrame, runs: pd.DataFrame, keys: list[str], per_group: int = 20_000) -> go.Figure:
+    """Message completion-time CDF, one curve per variant / grid point (sampled to ``per_group`` points)."""
+    f = flows.assign(fct_s=flows["end_s"] - flows["start_s"])
+    label = _group_label(runs, keys) if len(runs) > 1 else pd.Series(runs["run_id"].to_numpy(), index=runs.index)
+    f["group"] = f["run_id"].map(dict(zip(runs["run_id"], label)))
+    f = pd.concat([g.sample(per_group, random_state=0) if len(g) > per_group else g
+                   for _, g in f.groupby("group", sort=False)])
+    return px.ecdf(f, x="fct_s", color="group", line_dash="group", log_x=True, labels=LABELS,
+                   title="Message completion time CDF")
+
+
+def _heatmaps(series: pd.DataFrame, runs: pd.DataFrame, keys: list[str], top: int = 20,
+              max_runs: int = 3) -> list[go.Figure]:
+    """Utilisation over time of the most loaded links (peak of the binned series), for the first run of
+    up to ``max_runs`` variants."""
+    figs = []
+    chosen = runs.drop_duplicates("variant") if "variant" in runs.columns else runs
+    for _, run in chosen.head(max_runs).iterrows():
+        s = series[series["run_id"] == run["run_id"]]
+        if s.empty:
+            continue
+        peak = s.groupby("link_id")["util"].max().sort_values(ascending=False).head(top)
+        s = s[s["link_id"].isin(peak.index)]
+        s = s.assign(link=s["src"] + "→" + s["dst"], t_ms=s["t_start_s"] * 1e3)
+        grid = s.pivot_table(index="link", columns="t_ms", values="util", aggfunc="mean")
+        grid = grid.reindex([lk for lk in (s.drop_duplicates("link_id").set_index("link_id").loc[peak.index, "link"])])
+        name = run.get("variant") or run["run_id"]
+        fig = go.Figure(go.Heatmap(z=grid.to_numpy(), x=list(grid.columns), y=list(grid.index), zmin=0, zmax=1,
+                                   colorscale="Viridis", colorbar={"title": "util"}))
+        fig.update_layout(title=f"Utilisation over time of the {len(grid)} most loaded links ({name})",
+                          xaxis_title="time (ms)", height=240 + 18 * len(grid))
+        figs.append(fig)
+    return figs
+
+
+def _topology_figure(results_dir: Path, runs: pd.DataFrame, links: pd.DataFrame, manifest: dict,
+                     max_nodes: int = 400) -> go.Figure | None:
+    """The fabric of the first run, cables coloured by mean utilisation; None when too large to draw."""
+    from netsim.config import parse_spec
+    from netsim.experiment.run import build_topology
+    from netsim.report.topology_drawing import topology_figure
+    spec = manifest.get("spec")
+    run_id = runs["run_id"].iloc[0]
+    info = results_dir / "runs" / run_id / "run.json"
+    if info.is_file():
+        spec = json.loads(info.read_text()).get("spec", spec)
+    if not spec:
+        return None
+    try:
+        topo = build_topology(parse_spec(spec))
+    except Exception:  # noqa: BLE001 - a drawing is optional; results from another version may not rebuild
+        return None
+    if topo.n_hosts + sum(1 for _n, k in topo.graph.nodes(data="kind") if k in ("leaf", "spine", "switch")) > max_nodes:
+        return None
+    l = links[links["run_id"] == run_id]
+    util = np.zeros(len(topo.links))
+    util[l["link_id"].to_numpy()] = l["peak_util"].to_numpy()
+    fig = topology_figure(topo, utilisation=util)
+    variant = runs["variant"].iloc[0] if "variant" in runs.columns else ""
+    which = f"variant {variant}" if variant else f"run {run_id}"
+    fig.update_layout(title=f"{fig.layout.title.text} — cables by peak utilisation ({which})", height=600)
+    return fig
+
+
 def build_figures(results_dir: str | Path) -> list[go.Figure]:
-    """The dashboard's figures for one results directory, in page order."""
+    """The dashboard's figures for one results directory, in page order; they adapt to what it holds
+    (one run or a sweep, sizes swept, training jobs, link series, a fabric small enough to draw)."""
+    results_dir = Path(results_dir)
     t = read_results(results_dir)
+    manifest = json.loads((results_dir / "manifest.json").read_text())
     runs, colls, flows, links = t["runs"], t["collectives"], t["flows"], t["links"]
+    ok_runs = runs[runs["status"] == "ok"] if "status" in runs.columns else runs
+    sweep = len(runs) > 1  # a sweep directory holding one run reads like a single run
+    keys = group_keys(runs, manifest) if sweep else []
     jobs, iterations = t.get("jobs"), t.get("iterations")
-    figs = [_summary(runs, colls)]
+    if sweep:
+        summary_fig, table, keys, _metrics = _sweep_summary(results_dir)
+        figs = [summary_fig]
+        figs += _metric_bars(table, keys, [("collective_time_s", "Collective time by variant (ms; 95% interval)", 1e3),
+                                           ("busbw_Bps", "Bus bandwidth by variant (Gbps; 95% interval)", 1 / GBPS),
+                                           ("iteration_time_s", "Training iteration time by variant (ms)", 1e3)])
+        figs += _metric_bars(table, keys, [("slowdown", "Slowdown vs ideal by variant (95% interval)", 1.0),
+                                           ("max_congestion", "Max congestion by variant (95% interval)", 1.0)])
+    else:
+        figs = [_summary(runs, colls)]
     if jobs is not None and len(jobs) and (jobs.groupby("run_id").size().max() > 1
                                            or (jobs["kind"] == "training").any()):
         figs += _job_figures(jobs, iterations if iterations is not None else pd.DataFrame())
@@ -145,18 +316,32 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
         keep = ~colls.set_index(["run_id", "job"]).index.isin(pd.MultiIndex.from_frame(training))
         colls = colls[keep]
     if len(colls):
-        figs += _collective_figures(colls)
+        sizes = colls.groupby(["op", "algorithm"])["size_bytes"].nunique().max() > 1
+        if sizes:
+            figs += _size_figures(colls, ok_runs, keys)
+        elif not sweep:
+            figs += _collective_figures(colls)
     if len(flows):
-        f = flows.assign(fct_s=flows["end_s"] - flows["start_s"])
-        figs.append(px.ecdf(f, x="fct_s", color="run_id", log_x=True, title="Message completion time CDF (s)"))
+        figs.append(_fct_figure(flows, ok_runs, keys))
+    series = t.get("link_series")
+    if series is not None and len(series):
+        figs += _heatmaps(series, ok_runs, keys)
     used = links[links["bytes"] > 0]
     if len(used):
-        figs.append(px.box(used, x="tier", y="mean_util", color="run_id", points=False,
+        label = dict(zip(ok_runs["run_id"], _group_label(ok_runs, keys))) if sweep else None
+        used = used.assign(group=used["run_id"].map(label) if label else used["run_id"])
+        figs.append(px.box(used, x="tier", y="mean_util", color="group", points=False, labels=LABELS,
                            title="Mean utilisation of used links, by tier"))
-        top = used.sort_values("peak_util", ascending=False).head(25)
-        top = top.assign(link=top["src"] + "→" + top["dst"])
-        figs.append(px.bar(top, x="link", y=["peak_util", "mean_util"], barmode="group",
-                           title="Most loaded links: peak and mean utilisation"))
+        if not sweep:
+            top = used.sort_values("peak_util", ascending=False).head(25)
+            top = top.assign(link=top["src"] + "→" + top["dst"])
+            figs.append(px.bar(top, x="link", y=["peak_util", "mean_util"], barmode="group",
+                               labels={**LABELS, "value": "utilisation", "variable": ""},
+                               title="Most loaded links: peak and mean utilisation"))
+    if len(ok_runs):
+        drawing = _topology_figure(results_dir, ok_runs, links, manifest)
+        if drawing is not None:
+            figs.append(drawing)
     return figs
 
 

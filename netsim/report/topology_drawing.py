@@ -29,7 +29,7 @@ _MARKERS = {"host": ("host", "#7f7f7f", "square"), "leaf": ("leaf", "#1f77b4", "
             "spine": ("spine", "#ff7f0e", "diamond"), "switch": ("switch", "#2ca02c", "circle")}
 
 
-def topology_figure(topo: Topology) -> go.Figure:
+def topology_figure(topo: Topology, utilisation: np.ndarray | None = None) -> go.Figure:
     """A plotly drawing of ``topo``: one node per fabric switch and per host (its GPUs, NICs and
     internal switches collapsed), one line per connected pair, coloured by cable class.
 
@@ -67,7 +67,9 @@ def topology_figure(topo: Topology) -> go.Figure:
     links = topo.links
     a, b = draw_of[links.src], draw_of[links.dst]
     valid = (a >= 0) & (b >= 0) & (a != b)  # host-internal links are not drawn
-    for label, colour, kinds in _CABLES:
+    if utilisation is not None:
+        _utilisation_traces(fig, topo, a, b, valid, xy, utilisation)
+    for label, colour, kinds in (() if utilisation is not None else _CABLES):
         mask = valid & np.isin(links.kind, [LINK_KINDS.index(k) for k in kinds])
         if not mask.any():
             continue
@@ -96,6 +98,36 @@ def topology_figure(topo: Topology) -> go.Figure:
                       showlegend=True, plot_bgcolor="white", height=800, hovermode="closest",
                       xaxis={"visible": False}, yaxis={"visible": False, "scaleanchor": "x"})
     return fig
+
+
+#: Utilisation classes of a cable (the busier direction and parallel cable): upper bound, colour.
+_UTIL_BINS = ((0.0, "#d9d9d9", "idle"), (0.25, "#a6d96a", "< 25%"), (0.5, "#fee08b", "25-50%"),
+              (0.75, "#fdae61", "50-75%"), (1.01, "#d73027", "75-100%"))
+
+
+def _utilisation_traces(fig: go.Figure, topo: Topology, a: np.ndarray, b: np.ndarray, valid: np.ndarray,
+                        xy: np.ndarray, utilisation: np.ndarray) -> None:
+    """Cables coloured by utilisation class, with hover text at each cable's midpoint."""
+    cable: dict[tuple[int, int], float] = {}
+    for lk in np.flatnonzero(valid):
+        key = (int(min(a[lk], b[lk])), int(max(a[lk], b[lk])))
+        cable[key] = max(cable.get(key, 0.0), float(utilisation[lk]))
+    for i, (upper, colour, label) in enumerate(_UTIL_BINS):
+        lower = _UTIL_BINS[i - 1][0] if i else -1.0
+        pairs = [k for k, u in cable.items() if (u <= upper if i == 0 else lower < u <= upper)]
+        if not pairs:
+            continue
+        arr = np.array(pairs)
+        xs = np.full(3 * len(arr), None, dtype=object)
+        ys = np.full(3 * len(arr), None, dtype=object)
+        xs[0::3], xs[1::3] = xy[arr[:, 0], 0], xy[arr[:, 1], 0]
+        ys[0::3], ys[1::3] = xy[arr[:, 0], 1], xy[arr[:, 1], 1]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"cables {label}", hoverinfo="skip",
+                                 line={"color": colour, "width": 2.5 if i else 0.8}))
+    mids = np.array(list(cable))
+    fig.add_trace(go.Scatter(x=(xy[mids[:, 0], 0] + xy[mids[:, 1], 0]) / 2, y=(xy[mids[:, 0], 1] + xy[mids[:, 1], 1]) / 2,
+                             mode="markers", marker={"size": 4, "color": "rgba(0,0,0,0)"}, showlegend=False,
+                             text=[f"mean utilisation {u:.0%}" for u in cable.values()], hoverinfo="text"))
 
 
 def _host_text(topo: Topology, h: int) -> str:
