@@ -12,7 +12,7 @@ from scipy import stats
 
 #: Headline metrics of ``runs.parquet``, shown when a run has them.
 DEFAULT_METRICS = ("collective_time_s", "busbw_Bps", "slowdown", "iteration_time_s", "tflops_per_gpu",
-                   "max_congestion")
+                   "max_congestion", "congestion_ratio")
 
 
 def group_keys(runs: pd.DataFrame, manifest: dict) -> list[str]:

@@ -114,7 +114,8 @@ def _job_figures(jobs: pd.DataFrame, iterations: pd.DataFrame) -> list[go.Figure
         "TCP comms tp/pp/dp": (jobs["tcp_tp"].astype(str) + "/" + jobs["tcp_pp"].astype(str) + "/"
                                + jobs["tcp_dp"].astype(str)).where(training, "-"),
         "slowdown": jobs["slowdown"].round(3)})
-    cols = ["run_id", "name", "kind", "placement", "n_ranks", "tp/pp/dp", "partition", "start (ms)", "end (ms)",
+    cols = [*(["variant"] if "variant" in jobs.columns and jobs["variant"].nunique() > 1 else ["run_id"]),
+            "name", "kind", "placement", "n_ranks", "tp/pp/dp", "partition", "start (ms)", "end (ms)",
             "iterations", "iteration (ms)", "TFLOPS/GPU", "TCP comms tp/pp/dp", "slowdown"]
     cells = [table[c].map(lambda v: "-" if v is None or v != v or v == "" else str(v)) for c in cols]
     fig = go.Figure(go.Table(header={"values": cols}, cells={"values": cells}))
@@ -305,7 +306,9 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
                                            ("busbw_Bps", "Bus bandwidth by variant (Gbps; 95% interval)", 1 / GBPS),
                                            ("iteration_time_s", "Training iteration time by variant (ms)", 1e3)])
         figs += _metric_bars(table, keys, [("slowdown", "Slowdown vs ideal by variant (95% interval)", 1.0),
-                                           ("max_congestion", "Max congestion by variant (95% interval)", 1.0)])
+                                           ("max_congestion", "Max congestion by variant (95% interval)", 1.0),
+                                           ("congestion_ratio", "Max congestion relative to ideal spraying by variant "
+                                            "(1 = as good as spraying)", 1.0)])
     else:
         figs = [_summary(runs, colls)]
     if jobs is not None and len(jobs) and (jobs.groupby("run_id").size().max() > 1
