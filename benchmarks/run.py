@@ -1,17 +1,21 @@
 """Performance scenarios (``make bench``): wall time, events/s, solver calls and peak memory.
 
 Each scenario runs in its own subprocess so that peak RSS is per scenario. Not part of ``make test``.
-Usage: ``python benchmarks/run.py [SCENARIO ...]`` (default: all).
+Usage: ``python benchmarks/run.py [SCENARIO ...]`` (default: all). Every row is also written to
+``benchmarks/last-run.json`` (or ``$NETSIM_BENCH_JSON``) with the machine it ran on.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import resource
 import subprocess
 import sys
 import time
+
+from pathlib import Path
 
 import numpy as np
 
@@ -25,6 +29,25 @@ SCENARIOS = {
     # One channel: only the one edge per host crosses the fabric (few collisions): the cheap baseline.
     "ring-256-1ch": dict(leaves=8, spines=8, hosts_per_leaf=4, uplinks=4, size=2**30, channels=1),
     "ring-1024-1ch": dict(leaves=16, spines=16, hosts_per_leaf=8, uplinks=4, size=2**30, channels=1),
+    # Issue 9's scenarios. 1: ring allreduce 1 GiB over 1024 GPUs (128 hosts x 8 GPUs x 8 x 400G NICs,
+    # 16 x 16 leaf-spine, 1:1), random hosts, ECMP: 2,095,104 messages. 2: the same under other policies.
+    "s1-ring-1024-ecmp": dict(leaves=16, spines=16, hosts_per_leaf=8, uplinks=4, size=2**30, channels=1,
+                              nic="400Gbps", routing="ecmp", floor=True),
+    "s2-ring-1024-spray": dict(leaves=16, spines=16, hosts_per_leaf=8, uplinks=4, size=2**30, channels=1,
+                               nic="400Gbps", routing="spray"),
+    "s2-ring-1024-ethereal": dict(leaves=16, spines=16, hosts_per_leaf=8, uplinks=4, size=2**30, channels=1,
+                                  nic="400Gbps", routing="ethereal"),
+    "s2-ring-1024-c4p": dict(leaves=16, spines=16, hosts_per_leaf=8, uplinks=4, size=2**30, channels=1,
+                             nic="400Gbps", routing="c4p"),
+    # 3: direct all-to-all of 64 MiB on 256 GPUs: 65,280 concurrent messages.
+    "s3-alltoall-256": dict(leaves=8, spines=8, hosts_per_leaf=4, uplinks=4, size=2**26, channels=1,
+                            nic="400Gbps", routing="ecmp", op="alltoall", algorithm="direct"),
+    # 4: ring allreduce 1 GiB over 1024 GCDs of frontier-mini (random hosts), adaptive routing.
+    "s4-frontier-ring-1024": dict(experiment_spec="frontier"),
+    # 5: build the full Frontier (74 groups) and enumerate the paths of 10,000 random GCD pairs.
+    "s5-frontier-paths": dict(special="frontier_paths"),
+    # 6: a 200-run sweep of 64-GPU experiments, with 1 and with 2 local workers.
+    "s6-sweep-200": dict(special="sweep"),
     # Training: four 64-GPU GPT-3.6B DP jobs (TP=8, DP=8), 3 iterations each, on the 256-GPU fabric.
     "train-4jobs-256": dict(experiment="experiments/c4p-multijob-training.yaml", variant="ecmp"),
     # Holmes on 4 IB + 4 RoCE nodes: GPT-7.5B, TP=8 PP=2 DP=4, with the partition search (6 probes).
@@ -41,17 +64,24 @@ def run_one(name: str) -> dict:
     p = SCENARIOS[name]
     if "experiment" in p:
         return run_file(name, p["experiment"], p["variant"])
+    if p.get("special") == "frontier_paths":
+        return frontier_paths(name)
+    if p.get("special") == "sweep":
+        return sweep_scaling(name)
+    if p.get("experiment_spec") == "frontier":
+        return frontier_ring(name)
+    nic = p.get("nic", "200Gbps")
     spec = ExperimentSpec.model_validate({
         "name": f"bench-{name}", "seed": 1,
         "topology": {"type": "leaf_spine", "leaves": p["leaves"], "spines": p["spines"],
                      "hosts_per_leaf": p["hosts_per_leaf"], "gpus_per_host": 8, "nics_per_host": 8,
-                     "nic": {"bandwidth": "200Gbps", "latency": "1us"},
-                     "uplink": {"bandwidth": "200Gbps", "latency": "500ns", "count": p["uplinks"]},
+                     "nic": {"bandwidth": nic, "latency": "1us"},
+                     "uplink": {"bandwidth": nic, "latency": "500ns", "count": p["uplinks"]},
                      "intra_host": {"bandwidth": "900GB/s", "latency": "300ns"}},
         "placement": {"type": "random", "by": "host"},
-        "routing": "ecmp",
-        "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": p["size"],
-                     "channels": p["channels"]},
+        "routing": p.get("routing", "ecmp"),
+        "workload": {"type": "collective", "op": p.get("op", "allreduce"), "algorithm": p.get("algorithm", "ring"),
+                     "size": p["size"], "channels": p["channels"]},
         "engine": ENGINE_OFF,
     })
     t0 = time.perf_counter()
@@ -59,8 +89,12 @@ def run_one(name: str) -> dict:
     wall = time.perf_counter() - t0
     coll = result.collectives[0]
     n = coll.n_ranks
-    ideal = 2 * (n - 1) * coll.size_bytes / (n * 25e9 * min(p["channels"], 8))
+    nic_Bps = float(nic.removesuffix("Gbps")) * 1e9 / 8
+    ideal = 2 * (n - 1) * coll.size_bytes / (n * nic_Bps * min(p["channels"], 8)) if coll.op == "allreduce" \
+        else float("nan")
+    floor = simpy_floor(result.events) if p.get("floor") else None
     return {
+        **({"floor_s": round(floor, 2), "vs_floor": round(wall / floor, 2)} if floor else {}),
         "scenario": name, "gpus": n, "wall_s": round(wall, 2), "sim_collective_s": coll.duration_s,
         "slowdown_vs_nic_bound": coll.duration_s / ideal,
         "flows": result.fabric.stats["flows"], "solver_calls": result.fabric.stats["solver_calls"],
@@ -68,6 +102,107 @@ def run_one(name: str) -> dict:
         "events_per_s": round(result.events / wall), "flows_per_s": round(result.fabric.stats["flows"] / wall),
         "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+
+
+def simpy_floor(events: int) -> float:
+    """Seconds SimPy itself needs to process ``events`` bare events (a loop of zero-delay timeouts)."""
+    import simpy
+
+    env = simpy.Environment()
+
+    def loop(env, n):
+        for _ in range(n):
+            yield env.timeout(0)
+
+    env.process(loop(env, events))
+    t0 = time.perf_counter()
+    env.run()
+    return time.perf_counter() - t0
+
+
+def _row(name: str, gpus: int, wall: float, sim: float, result=None, **extra) -> dict:
+    fab = result.fabric if result is not None else None
+    events = result.events if result is not None else 0
+    return {"scenario": name, "gpus": gpus, "wall_s": round(wall, 2), "sim_collective_s": sim,
+            "slowdown_vs_nic_bound": float("nan"), "flows": fab.stats["flows"] if fab else 0,
+            "solver_calls": fab.stats["solver_calls"] if fab else 0,
+            "max_component": fab.stats["max_component"] if fab else 0, "events": events,
+            "events_per_s": round(events / wall) if wall > 0 else 0,
+            "flows_per_s": round(fab.stats["flows"] / wall) if fab and wall > 0 else 0,
+            "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1), **extra}
+
+
+def frontier_ring(name: str) -> dict:
+    """Ring allreduce 1 GiB over 1024 randomly placed GCDs of frontier-mini, adaptive routing."""
+    from pathlib import Path
+
+    from netsim.config import load_topology, parse_spec
+    from netsim.experiment import run_experiment
+
+    root = Path(__file__).resolve().parent.parent
+    topo = load_topology(root / "topologies/frontier-mini.yaml").model_dump(mode="json")
+    spec = parse_spec({"name": f"bench-{name}", "seed": 1, "topology": topo,
+                       "placement": {"type": "random", "by": "host"}, "routing": "adaptive",
+                       "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": 2**30,
+                                    "ranks": 1024}, "engine": ENGINE_OFF})
+    t0 = time.perf_counter()
+    result = run_experiment(spec)
+    wall = time.perf_counter() - t0
+    return _row(name, 1024, wall, result.collectives[0].duration_s, result)
+
+
+def frontier_paths(name: str, pairs: int = 10_000) -> dict:
+    """Build the full Frontier (74 groups) and enumerate the equal-cost paths of random GCD pairs."""
+    from pathlib import Path
+
+    from netsim.config import load_topology
+    from netsim.experiment.run import build_topology_spec
+
+    root = Path(__file__).resolve().parent.parent
+    t0 = time.perf_counter()
+    topo = build_topology_spec(load_topology(root / "topologies/frontier.yaml"))
+    built = time.perf_counter() - t0
+    rng = np.random.default_rng(1)
+    src, dst = rng.integers(topo.n_gpus, size=pairs), rng.integers(topo.n_gpus, size=pairs)
+    n_paths = sum(len(topo.paths(int(a), int(b))) for a, b in zip(src, dst))
+    wall = time.perf_counter() - t0
+    return _row(name, topo.n_gpus, wall, float("nan"), build_s=round(built, 2),
+                paths_s=round(wall - built, 2), pairs=pairs, mean_paths=round(n_paths / pairs, 1))
+
+
+def sweep_scaling(name: str, runs: int = 200) -> dict:
+    """A sweep of ``runs`` 64-GPU ring allreduces (random hosts, 2 policies x seeds) with 1 and 2 workers."""
+    import tempfile
+    from pathlib import Path
+
+    import yaml
+
+    from netsim.config import load_experiment
+    from netsim.experiment.executors import LocalExecutor, SerialExecutor
+    from netsim.experiment.sweep import expand, run_sweep
+
+    with tempfile.TemporaryDirectory() as tmp:
+        exp_file = Path(tmp) / "s.yaml"
+        exp_file.write_text(yaml.safe_dump({
+            "name": "bench-sweep", "seed": 1,
+            "topology": {"type": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 2, "gpus_per_host": 8,
+                         "nics_per_host": 8, "nic": {"bandwidth": "400Gbps"}, "uplink": {"bandwidth": "400Gbps",
+                                                                                         "count": 4},
+                         "intra_host": {"bandwidth": "900GB/s"}},
+            "placement": {"type": "random", "by": "host"},
+            "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "16MiB"},
+            "engine": ENGINE_OFF, "variants": [{"name": "ecmp", "routing": "ecmp"}, {"name": "c4p", "routing": "c4p"}],
+            "repeats": runs // 2}))
+        exp = load_experiment(exp_file)
+        planned = expand(exp)
+        times = {}
+        for workers, executor in ((1, SerialExecutor()), (2, LocalExecutor(2))):
+            t0 = time.perf_counter()
+            report = run_sweep(planned, exp, Path(tmp) / f"out{workers}", executor)
+            times[workers] = time.perf_counter() - t0
+            assert report.failed == 0
+    return _row(name, 64, times[1] + times[2], float("nan"), runs=len(planned), one_worker_s=round(times[1], 2),
+                two_workers_s=round(times[2], 2), speedup=round(times[1] / times[2], 2))
 
 
 def run_file(name: str, experiment: str, variant: str) -> dict:
@@ -105,10 +240,27 @@ def main(argv: list[str]) -> None:
     header = ("scenario", "gpus", "wall_s", "sim_collective_s", "slowdown_vs_nic_bound", "flows", "solver_calls",
               "max_component", "events", "events_per_s", "peak_rss_MiB")
     print(" | ".join(header))
+    rows = []
+    out_file = Path(os.environ.get("NETSIM_BENCH_JSON", "benchmarks/last-run.json"))
     for name in names:
-        out = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True)
+        if out.returncode:
+            print(f"{name}: failed\n{out.stderr[-2000:]}", flush=True)
+            continue
         row = json.loads(out.stdout.strip().splitlines()[-1])
-        print(" | ".join(f"{row[h]:.6g}" if isinstance(row[h], float) else str(row[h]) for h in header), flush=True)
+        rows.append(row)
+        extra = {k: v for k, v in row.items() if k not in header and k != "flows_per_s"}
+        print(" | ".join(f"{row[h]:.6g}" if isinstance(row[h], float) else str(row[h]) for h in header)
+              + (f"  {extra}" if extra else ""), flush=True)
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(json.dumps({"machine": machine(), "scenarios": rows}, indent=2))
+    print(f"written: {out_file}")
+
+
+def machine() -> dict:
+    """Where the numbers were measured."""
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__}
 
 
 if __name__ == "__main__":
