@@ -196,13 +196,14 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(), TextColumn("ETA"),
                TimeRemainingColumn())
-    with Progress(*columns, console=err, transient=False) as progress:
+    # no refresh thread: local workers can then be forked (see LocalExecutor); it redraws per finished run
+    with Progress(*columns, console=err, transient=False, auto_refresh=False) as progress:
         task = progress.add_task(f"{exp.base.get('name', '')}: {len(planned)} runs", total=len(planned), failed=0)
 
         def done(run, outcome) -> None:
             nonlocal failed
             failed += not outcome.ok
-            progress.update(task, advance=1, failed=failed)
+            progress.update(task, advance=1, failed=failed, refresh=True)
             if not outcome.ok:
                 progress.console.print(f"[yellow]run {run.run_id} failed[/] ({_run_label(run)}): "
                                        f"{outcome.error}", markup=True, highlight=False, soft_wrap=True)

@@ -8,6 +8,7 @@ outcomes), so a worker's crash is the only way a result goes missing.
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
@@ -19,6 +20,7 @@ class SerialExecutor:
     """Runs everything in this process, one after another (what ``netsim run`` uses)."""
 
     name = "serial"
+    shared_fs = True  #: runs may write their results themselves
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
         """``fn(item)`` for each item, in order."""
@@ -27,9 +29,15 @@ class SerialExecutor:
 
 
 class LocalExecutor:
-    """A pool of ``workers`` local processes (spawned: no state leaks from the parent)."""
+    """A pool of ``workers`` local processes.
+
+    Workers are forked when this process runs no other thread (they start at once, with netsim
+    already imported; a run's inputs and outputs travel by pickle, so no state leaks between
+    runs), and spawned otherwise (forking a threaded process can deadlock).
+    """
 
     name = "local"
+    shared_fs = True
 
     def __init__(self, workers: int):
         self.workers = max(1, int(workers))
@@ -39,7 +47,8 @@ class LocalExecutor:
         items = list(items)
         if not items:
             return
-        context = multiprocessing.get_context("spawn")
+        fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if fork else "spawn")
         with ProcessPoolExecutor(max_workers=min(self.workers, len(items)), mp_context=context) as pool:
             futures = [pool.submit(fn, item) for item in items]
             try:
@@ -59,6 +68,7 @@ class DaskExecutor:
     """
 
     name = "dask"
+    shared_fs = False  #: workers may be on other machines: results are gathered and written by the driver
 
     def __init__(self, address: str | None = None, workers: int = 2):
         try:

@@ -193,6 +193,7 @@ class RunOutcome:
     info: dict = field(default_factory=dict)
     error: str = ""
     traceback: str = ""
+    written: bool = False  #: the worker already wrote the run's part (shared file system)
 
 
 def execute(run: PlannedRun) -> RunOutcome:
@@ -226,11 +227,14 @@ def _label(run: PlannedRun) -> dict[str, Any]:
     return cols
 
 
-def _write_run(out: Path, run: PlannedRun, outcome: RunOutcome) -> None:
-    """``out/runs/<run_id>/``: the run's tables and ``run.json``, renamed into place when complete."""
+def _write_run(out: Path, run: PlannedRun, outcome: RunOutcome) -> dict[str, pd.DataFrame]:
+    """``out/runs/<run_id>/``: the run's tables and ``run.json``, renamed into place when complete.
+
+    Returns the tables as written (with the label columns)."""
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{run.run_id}.tmp-", dir=runs_dir))
+    written: dict[str, pd.DataFrame] = {}
     try:
         labels = _label(run)
         for name, df in outcome.tables.items():
@@ -240,6 +244,7 @@ def _write_run(out: Path, run: PlannedRun, outcome: RunOutcome) -> None:
                     df = df.drop(columns=[col])
                 df.insert(min(1 + i, len(df.columns)), col, value)
             df.to_parquet(tmp / f"{name}.parquet", index=False)
+            written[name] = df
         info = {**outcome.info, "status": "ok" if outcome.ok else "failed", "error": outcome.error,
                 "traceback": outcome.traceback, "index": run.index}
         (tmp / RUN_INFO).write_text(json.dumps(info, indent=2, default=str))
@@ -250,6 +255,18 @@ def _write_run(out: Path, run: PlannedRun, outcome: RunOutcome) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return written
+
+
+def execute_and_write(item: tuple[PlannedRun, str]) -> RunOutcome:
+    """Run one planned run and write its part under ``out/runs`` here, in the worker (executors whose
+    workers share the driver's file system): the writing then runs in parallel too. The outcome
+    carries the tables as written, for the driver to combine without reading them back."""
+    run, out = item
+    outcome = execute(run)
+    outcome.tables = _write_run(Path(out), run, outcome)
+    outcome.written = True
+    return outcome
 
 
 def completed(out: Path) -> dict[str, dict]:
@@ -281,10 +298,12 @@ def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def combine(out: Path, planned: list[PlannedRun], exp: ExperimentFile, *, complete: bool, wall_s: float) -> dict:
+def combine(out: Path, planned: list[PlannedRun], exp: ExperimentFile, *, complete: bool, wall_s: float,
+            cache: dict[str, dict[str, pd.DataFrame]] | None = None) -> dict:
     """Write the top-level tables and ``manifest.json`` from the runs of ``planned`` found under ``out/runs``.
 
     Failed runs are rows of ``runs.parquet`` with ``status: failed``, their ``error`` and ``traceback``.
+    ``cache`` holds the tables of runs finished in this process (they are not read back).
     Returns the manifest.
     """
     done = completed(out)
@@ -300,7 +319,12 @@ def combine(out: Path, planned: list[PlannedRun], exp: ExperimentFile, *, comple
                          "status": info["status"], "wall_s": info.get("wall_s"), "error": info.get("error", "")})
         part = out / "runs" / run.run_id
         if info["status"] == "ok":
+            cached = (cache or {}).get(run.run_id)
             for name in frames:
+                if cached is not None:
+                    if name in cached:
+                        frames[name].append(cached[name])
+                    continue
                 f = part / f"{name}.parquet"
                 if f.is_file():
                     frames[name].append(pd.read_parquet(f))
@@ -367,16 +391,21 @@ def run_sweep(planned: list[PlannedRun], exp: ExperimentFile, out: str | Path, e
     failed = 0
     t0 = time.perf_counter()
     complete = False
+    cache: dict[str, dict[str, pd.DataFrame]] = {}
+    if getattr(executor, "shared_fs", False):  # workers write their own parts
+        work, items = execute_and_write, [(r, str(out)) for r in todo]
+    else:  # results come back to the driver, which writes them (Dask)
+        work, items = execute, todo
     try:
-        for outcome in executor.map(execute, todo):
+        for outcome in executor.map(work, items):
             run = by_id[outcome.run_id]
-            _write_run(out, run, outcome)
+            cache[run.run_id] = outcome.tables if outcome.written else _write_run(out, run, outcome)
             failed += not outcome.ok
             if on_done is not None:
                 on_done(run, outcome)
         complete = True
     finally:
-        manifest = combine(out, planned, exp, complete=complete, wall_s=time.perf_counter() - t0)
+        manifest = combine(out, planned, exp, complete=complete, wall_s=time.perf_counter() - t0, cache=cache)
     return SweepReport(len(planned), len(todo), len(planned) - len(todo), failed, manifest)
 
 
