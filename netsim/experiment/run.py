@@ -43,10 +43,15 @@ class RunResult:
     iterations: list = field(default_factory=list)  #: :class:`IterationRecord` per training iteration
 
 
+def data_hash(data) -> str:
+    """Stable 12-hex-digit hash of JSON-able data (its canonical JSON; other values by ``str``)."""
+    canon = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canon.encode()).hexdigest()[:12]
+
+
 def spec_hash(spec: ExperimentSpec) -> str:
     """Stable hash of a resolved spec (its canonical JSON): the run id and the manifest's config hash."""
-    canon = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canon.encode()).hexdigest()[:12]
+    return data_hash(spec.model_dump(mode="json"))
 
 
 def build_topology(spec: ExperimentSpec) -> Topology:

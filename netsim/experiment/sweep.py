@@ -38,7 +38,7 @@ from netsim.config import (ExperimentFile, ExperimentSpec, _deep_merge, _resolve
                            set_dotted)
 from netsim.errors import ConfigError, NetsimError
 from netsim.experiment.results import RESULT_FILES, TABLE_COLUMNS, result_tables
-from netsim.experiment.run import run_experiment, spec_hash
+from netsim.experiment.run import data_hash, run_experiment, spec_hash
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,6 @@ def derived_seeds(base_seed: int, repeats: int) -> list[int]:
     (True, 100)
     """
     return [int(child.generate_state(1, np.uint32)[0]) for child in np.random.SeedSequence(base_seed).spawn(repeats)]
-
-
-def _canonical_id(data: Any) -> str:
-    import hashlib
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def expand(exp: ExperimentFile) -> list[PlannedRun]:
@@ -110,7 +104,7 @@ def expand(exp: ExperimentFile) -> list[PlannedRun]:
             for seed in seeds:
                 params = {**point, **({"seed": seed} if len(seeds) > 1 or "seed" in point else {})}
                 if error is not None:
-                    runs.append(PlannedRun(len(runs), _canonical_id([name, params, error]), name, params,
+                    runs.append(PlannedRun(len(runs), data_hash([name, params, error]), name, params,
                                            seed if isinstance(seed, int) else 0, None, error))
                     continue
                 run = copy.deepcopy(data)
@@ -124,7 +118,7 @@ def expand(exp: ExperimentFile) -> list[PlannedRun]:
                         raise ConfigError(f"{e.path} is not a key of the experiment spec: {e.message}",
                                           f"sweep.{e.path}", str(exp.path), exp.line(_sweep_entry(exp, e.path))
                                           ) from None
-                    runs.append(PlannedRun(len(runs), _canonical_id(run), name, params,
+                    runs.append(PlannedRun(len(runs), data_hash(run), name, params,
                                            seed if isinstance(seed, int) else 0, None, _locate(e, exp, src, at)))
                     continue
                 runs.append(PlannedRun(len(runs), spec_hash(spec), name, params, spec.seed, spec))

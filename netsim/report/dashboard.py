@@ -117,10 +117,7 @@ def _job_figures(jobs: pd.DataFrame, iterations: pd.DataFrame) -> list[go.Figure
     cols = [*(["variant"] if "variant" in jobs.columns and jobs["variant"].nunique() > 1 else ["run_id"]),
             "name", "kind", "placement", "n_ranks", "tp/pp/dp", "partition", "start (ms)", "end (ms)",
             "iterations", "iteration (ms)", "TFLOPS/GPU", "TCP comms tp/pp/dp", "slowdown"]
-    cells = [table[c].map(lambda v: "-" if v is None or v != v or v == "" else str(v)) for c in cols]
-    fig = go.Figure(go.Table(header={"values": cols}, cells={"values": cells}))
-    fig.update_layout(title="Jobs", height=160 + 28 * min(len(table), 40), margin={"t": 50, "b": 10, "l": 10, "r": 10})
-    figs = [fig]
+    figs = [_table(table[cols], "Jobs")]
     if len(iterations):
         mean = iterations.groupby(["run_id", "name"], as_index=False, sort=False)[list(BREAKDOWN)].mean()
         long = mean.melt(id_vars=["run_id", "name"], value_vars=list(BREAKDOWN), var_name="part", value_name="s")
