@@ -17,7 +17,9 @@ import pandas as pd
 import pytest
 
 from netsim.config import parse_spec
+from netsim.engine import fabric as fabric_module
 from netsim.experiment import run_experiment
+from netsim.solver import COMPILED
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE = bool(os.environ.get("NETSIM_UPDATE_GOLDEN"))
@@ -48,9 +50,16 @@ def spec(case: dict):
     })
 
 
+ENGINES = ["python"] + (["compiled"] if COMPILED else [])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_engine_matches_the_pre_optimisation_golden(name):
+def test_engine_matches_the_pre_optimisation_golden(name, engine, monkeypatch):
+    """Both engine paths (the Python reference and the compiled flow table) give the golden output."""
+    monkeypatch.setattr(fabric_module, "USE_COMPILED", engine == "compiled")
     result = run_experiment(spec(CASES[name]))
+    assert (result.fabric._table is not None) == (engine == "compiled")
     flows = pd.DataFrame(result.fabric.flow_records,
                          columns=["flow_id", "connection", "src", "dst", "channel", "job", "size_bytes", "start_s",
                                   "end_s", "n_paths"])[["connection", "size_bytes", "start_s", "end_s"]]

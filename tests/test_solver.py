@@ -125,3 +125,41 @@ def test_numpy_and_list_solvers_agree(fs):
     ef, el, ew, capacity, n, caps = fs
     np.testing.assert_allclose(SOLVERS["progressive_filling_py"](ef, el, ew, capacity, n, caps),
                                SOLVERS["progressive_filling"](ef, el, ew, capacity, n, caps), rtol=1e-9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(flow_sets())
+def test_bottleneck_and_progressive_filling_agree(fs):
+    ef, el, ew, capacity, n, caps = fs
+    np.testing.assert_allclose(SOLVERS["bottleneck_filling"](ef, el, ew, capacity, n, caps),
+                               SOLVERS["progressive_filling"](ef, el, ew, capacity, n, caps), rtol=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(flow_sets())
+def test_bottleneck_kernel_uncompiled_matches_compiled(fs):
+    """The Python body of the kernel (what runs without numba) gives the compiled result."""
+    from netsim.solver.bottleneck import _bottleneck
+
+    ef, el, ew, capacity, n, caps = fs
+    py = getattr(_bottleneck, "py_func", _bottleneck)
+    args = (ef.astype(np.int64), el.astype(np.int64), ew.astype(float), capacity.astype(float), n, caps, 1e-9)
+    np.testing.assert_allclose(py(*args), _bottleneck(*args), rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_flows, n_links, per", [(200, 40, 4), (3000, 300, 6)])
+def test_bottleneck_agrees_on_large_random_incidences(n_flows, n_links, per):
+    rng = np.random.default_rng(n_flows)
+    ef = np.repeat(np.arange(n_flows), per)
+    el = np.concatenate([rng.choice(n_links, per, replace=False) for _ in range(n_flows)])
+    ew = rng.choice([1.0, 0.5, 0.25], size=len(ef))
+    capacity = rng.choice([1.0, 2.0, 50.0], size=n_links)  # repeated values: many exact ties
+    caps = np.where(rng.random(n_flows) < 0.2, rng.uniform(0.001, 0.1, n_flows), np.inf)
+    np.testing.assert_allclose(SOLVERS["bottleneck_filling"](ef, el, ew, capacity, n_flows, caps),
+                               SOLVERS["progressive_filling"](ef, el, ew, capacity, n_flows, caps), rtol=1e-9)
+
+
+def test_zero_capacity_link_stops_its_flows():
+    rates = SOLVERS["bottleneck_filling"](np.array([0, 1, 1]), np.array([0, 0, 1]), np.ones(3),
+                                          np.array([0.0, 5.0]), 2)
+    assert rates.tolist() == [0.0, 0.0]

@@ -19,11 +19,18 @@ import simpy
 from simpy.events import NORMAL
 
 from netsim.routing.base import Connection, RoutingPolicy, Routes
-from netsim.solver import progressive_filling, progressive_filling_lists
+from netsim.engine.table import RATE, FlowTable
+from netsim.solver import COMPILED, DEFAULT_SOLVER, SOLVERS, progressive_filling_lists
 from netsim.topology import LINK_KINDS, Topology
 
 #: Switch-to-switch link kinds (the core): where congestion is measured and what an ideal unbounds.
 CORE_KINDS = ("up", "down", "local", "global")
+
+#: Components of at most this many flows go to the list solver when the compiled one is there.
+SMALL_COMPILED = 8
+
+#: Force the compiled flow table on (True) or off (False) for every Fabric; None = when numba is there.
+USE_COMPILED: bool | None = None
 
 #: SimPy priority of the per-instant flush: after every NORMAL event of the same instant.
 FLUSH_PRIORITY = NORMAL + 1
@@ -54,8 +61,8 @@ class _Flow:
     """One message in flight: its incidence, progress and completion event."""
 
     __slots__ = ("fid", "conn", "size", "links", "weights", "link_list", "weight_list", "solo", "delay", "n_paths",
-                 "cap", "start", "remaining", "rate", "t_upd", "version", "event", "routes", "acct", "offered",
-                 "parent", "index", "pending", "arrive", "demand", "spray")
+                 "cap", "start", "remaining", "_rate", "t_upd", "version", "event", "routes", "acct", "offered",
+                 "parent", "index", "pending", "arrive", "demand", "spray", "slot", "tab")
 
     def __init__(self, fid: int, conn: Connection, size: float, cap: float, start: float, event: simpy.Event | None):
         self.fid = fid
@@ -64,7 +71,9 @@ class _Flow:
         self.cap = cap
         self.start = start
         self.remaining = size
-        self.rate = 0.0
+        self._rate = 0.0
+        self.tab: FlowTable | None = None  # the flow table holding its rate (compiled engine)
+        self.slot = -1
         self.t_upd = start
         self.version = 0
         self.event = event
@@ -72,6 +81,11 @@ class _Flow:
         self.parent: _Flow | None = None  # the message a sub-flow belongs to
         # Set when used: ``index`` (which entry of the message's routes a sub-flow carries),
         # ``offered`` (its (link, weight) pairs on the offered-load counters), ``demand``, ``spray``.
+
+    @property
+    def rate(self) -> float:
+        """Current rate (B/s)."""
+        return self._rate if self.tab is None else float(self.tab.num[self.slot, RATE])
 
 
 class LinkSeries:
@@ -146,17 +160,23 @@ class Fabric:
     routing:
         Routing policy deciding each connection's paths.
     solver:
-        Max-min rate solver with the signature of :func:`netsim.solver.progressive_filling`.
+        Max-min rate solver with the signature of :func:`netsim.solver.progressive_filling`
+        (default: ``netsim.solver.DEFAULT_SOLVER``, the compiled one when numba is installed).
     completion_tolerance_s:
         Flows whose last bytes drain within this time of each other complete together.
     record_flows:
         Keep one record per message (for ``flows.parquet``); turn off for the largest runs.
     small_component:
         Components of at most this many flows are solved by the list-based solver (same
-        allocation, less overhead); larger ones by ``solver``.
+        allocation, less overhead); larger ones by ``solver``. Default: 8 with the compiled
+        solver, 24 without.
     unbounded_links:
         Optional boolean mask of links that never limit a flow (left out of the contention
         graph): how :mod:`netsim.engine.ideal` makes a fabric's switching core non-blocking.
+    compiled:
+        Run the per-instant work (components, rates, completions) in the compiled flow table
+        (:mod:`netsim.engine.table`). Default: when numba is installed and no ``solver`` is given.
+        Both paths give the same allocation; the Python one is the reference.
 
     Examples
     --------
@@ -172,18 +192,18 @@ class Fabric:
     """
 
     def __init__(self, env: simpy.Environment, topology: Topology, routing: RoutingPolicy, *,
-                 solver: Callable[..., np.ndarray] = progressive_filling,
-                 completion_tolerance_s: float = 1e-9, record_flows: bool = True, small_component: int = 24,
+                 solver: Callable[..., np.ndarray] | None = None,
+                 completion_tolerance_s: float = 1e-9, record_flows: bool = True, small_component: int | None = None,
                  unbounded_links: np.ndarray | None = None, track_congestion: bool = True,
-                 link_series_bins: int = 0):
+                 link_series_bins: int = 0, compiled: bool | None = None):
         self.env = env
         self._unbounded = unbounded_links
         self.topology = topology
         self.routing = routing
-        self.solver = solver
+        self.solver = solver if solver is not None else SOLVERS[DEFAULT_SOLVER]
         self.tolerance_s = completion_tolerance_s
         self.record_flows = record_flows
-        self.small_component = small_component
+        self.small_component = small_component if small_component is not None else (SMALL_COMPILED if COMPILED else 24)
         n_links = len(topology.links)
         #: Nominal capacity of each link (faults change the current one, ``current_capacity_Bps``).
         self.capacity_Bps = topology.links.capacity_Bps.copy()
@@ -233,6 +253,18 @@ class Fabric:
         self._spray_pending: dict[int, list] = {}
         #: Bytes per link per time bin (``link_series_bins`` > 0), for utilisation over time.
         self.link_series = LinkSeries(link_series_bins) if link_series_bins > 0 else None
+        # The compiled flow table (rates, incidence, components, completions in numba), unless
+        # numba is missing or a custom solver was asked for: then the Python path below.
+        if compiled is None:
+            compiled = COMPILED and solver is None if USE_COMPILED is None else USE_COMPILED
+        use_table = bool(compiled)
+        if use_table and not COMPILED:
+            raise ValueError("the compiled engine needs numba")
+        self._table = FlowTable(self._cap_arr) if use_table else None
+        self._by_slot: dict[int, _Flow] = {}
+        self._removes: list[int] = []
+        self._adds: list[tuple] = []
+        self._next_t = math.inf
 
     # ----------------------------------------------------------------- public API
     def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
@@ -388,7 +420,10 @@ class Fabric:
             for flow in starting:
                 self._admit(flow, now, seeds)
             starting, self._starting = self._starting, []  # behind empty messages: start now too
-        if seeds:
+        if self._table is not None:
+            if self._removes or self._adds or seeds:
+                self._table_flush(seeds, now)
+        elif seeds:
             self._resolve(seeds, now)
         if self._offer_pending or self._spray_pending:
             self._apply_offers()
@@ -518,15 +553,25 @@ class Fabric:
             flow.offered = core_pairs
             self._offer(core_pairs, flow.demand, 1.0, self._offer_pending)
         self._flows[flow.fid] = flow
+        table = self._table
+        if table is not None:  # the flush's kernel call adds it (and seeds its links)
+            slot = flow.slot = table.alloc(len(flow.link_list))
+            flow.tab = table
+            self._by_slot[slot] = flow
+            self._adds.append((slot, flow.links, flow.weights, flow.cap, flow.remaining, flow.fid))
+            return
         for link in flow.link_list:
             self._link_flows[link].add(flow.fid)
         seeds.update(flow.link_list)
 
     def _complete(self, flow: _Flow, now: float, seeds: set[int]) -> None:
         del self._flows[flow.fid]
-        for link in flow.link_list:
-            self._link_flows[link].discard(flow.fid)
-        seeds.update(flow.link_list)
+        if self._table is not None:
+            self._unplace(flow)
+        else:
+            for link in flow.link_list:
+                self._link_flows[link].discard(flow.fid)
+            seeds.update(flow.link_list)
         size, link_bytes = flow.size - flow.acct, self._bytes
         for link, w in zip(flow.link_list, flow.weight_list):
             link_bytes[link] += size * w
@@ -610,24 +655,54 @@ class Fabric:
 
     def _move(self, flow: _Flow, entry: tuple, now: float, seeds: set[int]) -> None:
         """Reroute an in-flight flow: bytes carried so far stay on the old links, the rest takes ``entry``."""
-        flow.remaining = max(flow.remaining - flow.rate * (now - flow.t_upd), 0.0)
+        if self._table is not None:
+            if flow.slot >= 0 and not any(a[0] == flow.slot for a in self._adds):
+                flow.remaining = self._table.remaining(flow.slot, now)
+            self._unplace(flow)
+        else:
+            flow.remaining = max(flow.remaining - flow._rate * (now - flow.t_upd), 0.0)
+            for link in flow.link_list:
+                self._link_flows[link].discard(flow.fid)
+            seeds.update(flow.link_list)
         flow.t_upd = now
         carried = flow.size - flow.remaining - flow.acct
         link_bytes = self._bytes
         for link, w in zip(flow.link_list, flow.weight_list):
             link_bytes[link] += carried * w
-            self._link_flows[link].discard(flow.fid)
         flow.acct += carried
-        seeds.update(flow.link_list)
         if self.track_congestion:
             self._offer(flow.offered, flow.demand, -1.0, self._offer_pending)
         del self._flows[flow.fid]
         flow.version += 1  # its pending completion time is stale
-        flow.rate = 0.0
+        flow._rate = 0.0
         self.stats["reroutes"] += 1
         self._place(flow, entry, now, seeds)
 
     # ----------------------------------------------------------------- rates
+    def _unplace(self, flow: _Flow) -> None:
+        """Take ``flow`` out of the flow table (at this flush's kernel call, or now if not yet added)."""
+        slot = flow.slot
+        del self._by_slot[slot]
+        for i, add in enumerate(self._adds):
+            if add[0] == slot:  # added in this same instant: never reached the table
+                del self._adds[i]
+                self._table.free.append(slot)
+                break
+        else:
+            self._removes.append(slot)
+        flow._rate = 0.0
+        flow.tab, flow.slot = None, -1
+
+    def _table_flush(self, seeds: set[int], now: float) -> None:
+        """One kernel call: removes, adds, re-solve of the touched components, new link loads."""
+        table = self._table
+        links, loads, self._next_t = table.flush(self._removes, self._adds, seeds, now)
+        self._removes, self._adds = [], []
+        self._set_loads(zip(links.tolist(), loads.tolist()), now)
+        stats, counts = self.stats, table.stats
+        stats["solver_calls"], stats["solved_flows"], stats["max_component"] = (
+            int(counts[1]), int(counts[2]), int(counts[3]))
+
     def _components(self, seeds: set[int]) -> list[list[_Flow]]:
         """The connected components (flows linked through shared links) that touch any seed link."""
         flows = self._flows
@@ -665,7 +740,7 @@ class Fabric:
 
     def _solve_component(self, comp: list[_Flow], now: float) -> None:
         for flow in comp:
-            flow.remaining = max(flow.remaining - flow.rate * (now - flow.t_upd), 0.0)
+            flow.remaining = max(flow.remaining - flow._rate * (now - flow.t_upd), 0.0)
             flow.t_upd = now
         n = len(comp)
         if n == 1:
@@ -698,7 +773,7 @@ class Fabric:
             self.stats["max_component"] = n
         heap = self._heap
         for flow, rate in zip(comp, rates):
-            flow.rate = rate
+            flow._rate = rate
             flow.version += 1
             if rate > 0:
                 heapq.heappush(heap, (now + flow.remaining / rate, flow.fid, flow.version))
@@ -731,6 +806,11 @@ class Fabric:
 
     # ----------------------------------------------------------------- completions
     def _arm_timer(self) -> None:
+        if self._table is not None:
+            t = self._next_t
+            if t < self._timer_at:
+                self._schedule_timer(t)
+            return
         heap, flows = self._heap, self._flows
         while heap:
             _, fid, version = heap[0]
@@ -742,18 +822,31 @@ class Fabric:
             return
         t = heap[0][0]
         if t < self._timer_at:
-            self._timer_at = t
-            self._timer_token += 1
-            ev = simpy.Event(self.env)
-            ev.callbacks.append(self._on_timer)
-            _schedule(self.env, ev, max(t - self.env.now, 0.0))
-            ev._value = self._timer_token
+            self._schedule_timer(t)
+
+    def _schedule_timer(self, t: float) -> None:
+        """Wake up at ``t`` to drain the flows finishing then (supersedes any later wake-up)."""
+        self._timer_at = t
+        self._timer_token += 1
+        ev = simpy.Event(self.env)
+        ev.callbacks.append(self._on_timer)
+        _schedule(self.env, ev, max(t - self.env.now, 0.0))
+        ev._value = self._timer_token
 
     def _on_timer(self, event: simpy.Event) -> None:
         if event._value != self._timer_token:
             return  # superseded by an earlier timer
         self._timer_at = math.inf
         horizon = self.env.now + self.tolerance_s
+        if self._table is not None:
+            slots = self._table.drain(horizon)
+            if len(slots):
+                by_slot = self._by_slot
+                self._drained.extend([by_slot[s] for s in slots.tolist()])
+                self._arm_flush()
+            else:
+                self._arm_timer()
+            return
         heap, flows = self._heap, self._flows
         drained = False
         while heap and heap[0][0] <= horizon:

@@ -1,0 +1,310 @@
+"""The compiled flow table: per-flow rate state and the flow/link incidence as numpy arrays.
+
+The :class:`~netsim.engine.fabric.Fabric` keeps one Python object per message for its bookkeeping
+(routes, sub-flows, records), but the hot path of every instant runs here, in one numba call:
+remove the flows that drained, add the flows that start, find the connected components of the
+contention graph that these changes touch, bring their flows' remaining bytes up to now, solve
+each component's max-min rates (:func:`netsim.solver.bottleneck._bottleneck`), and return the
+new load of every link they cross and the next completion time. A second call drains the flows
+that finish within the completion tolerance. Same allocation as the Python path (which remains
+the engine when numba is missing), at a fraction of the per-flow cost.
+
+Layout: flow ``slot`` has ``nl[slot]`` links in ``links[slot, :nl]`` with weights ``w[slot, :nl]``
+and its position in each link's row ``pos[slot, :nl]``; link ``l`` has ``cnt[l]`` flows in
+``rows[l, :cnt]``. ``num[slot]`` holds (cap, rate, remaining, updated at, finish time, fid).
+Rows and slots grow by doubling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netsim.solver.bottleneck import _bottleneck, njit
+
+CAP, RATE, REM, UPD, FIN, FID = range(6)
+
+
+@njit(cache=True, nogil=True)
+def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f, local, removes, add_slots,
+                  add_off, add_links, add_w, add_num, extra_seeds, now, out_links, out_loads, stats, rtol):
+    """Apply removes and adds, re-solve the touched components; returns (n_out, next finish time),
+    or (-needed row width, inf) without changing anything if a link's row is too narrow."""
+    width = rows.shape[1]
+    # Phase 0: room for the adds (ignoring the removes: conservative).
+    for i in range(add_links.shape[0]):
+        local[add_links[i]] += 1
+    needed = 0
+    for i in range(add_links.shape[0]):
+        link = add_links[i]
+        if local[link] > 0:
+            if cnt[link] + local[link] > width and cnt[link] + local[link] > needed:
+                needed = cnt[link] + local[link]
+            local[link] = 0
+    if needed:
+        return -needed, np.inf
+    stamp = stats[0] + 1
+    stats[0] = stamp
+    n_seeds = 0
+    seeds = np.empty(extra_seeds.shape[0] + add_links.shape[0] + removes.shape[0] * links.shape[1], np.int64)
+    for i in range(extra_seeds.shape[0]):
+        seeds[n_seeds] = extra_seeds[i]
+        n_seeds += 1
+    # Phase 1: removes (swap the last flow of each row into the hole).
+    for r in removes:
+        for k in range(nl[r]):
+            link = links[r, k]
+            seeds[n_seeds] = link
+            n_seeds += 1
+            p = pos[r, k]
+            c = cnt[link] - 1
+            last = rows[link, c]
+            if last != r:
+                rows[link, p] = last
+                for kk in range(nl[last]):
+                    if links[last, kk] == link:
+                        pos[last, kk] = p
+                        break
+            cnt[link] = c
+        nl[r] = 0
+        num[r, RATE] = 0.0
+        num[r, FIN] = np.inf
+    # Phase 2: adds.
+    for i in range(add_slots.shape[0]):
+        s = add_slots[i]
+        n = add_off[i + 1] - add_off[i]
+        nl[s] = n
+        for k in range(n):
+            link = add_links[add_off[i] + k]
+            links[s, k] = link
+            w[s, k] = add_w[add_off[i] + k]
+            c = cnt[link]
+            rows[link, c] = s
+            pos[s, k] = c
+            cnt[link] = c + 1
+            seeds[n_seeds] = link
+            n_seeds += 1
+        num[s, CAP] = add_num[i, 0]
+        num[s, RATE] = 0.0
+        num[s, REM] = add_num[i, 1]
+        num[s, UPD] = now
+        num[s, FIN] = np.inf
+        num[s, FID] = add_num[i, 2]
+    # Phase 3: the components the seeds touch, each solved whole.
+    n_out = 0
+    comp = np.empty(num.shape[0], np.int64)
+    stack = np.empty(capacity.shape[0], np.int64)
+    comp_links = np.empty(capacity.shape[0], np.int64)
+    for si in range(n_seeds):
+        seed = seeds[si]
+        if stamp_l[seed] == stamp:
+            continue
+        stamp_l[seed] = stamp
+        if cnt[seed] == 0:
+            out_links[n_out] = seed
+            out_loads[n_out] = 0.0
+            n_out += 1
+            continue
+        n = 0
+        n_links = 0
+        top = 0
+        stack[top] = seed
+        top += 1
+        while top > 0:
+            top -= 1
+            link = stack[top]
+            local[link] = n_links
+            comp_links[n_links] = link
+            n_links += 1
+            for j in range(cnt[link]):
+                f = rows[link, j]
+                if stamp_f[f] != stamp:
+                    stamp_f[f] = stamp
+                    comp[n] = f
+                    n += 1
+                    for k in range(nl[f]):
+                        other = links[f, k]
+                        if stamp_l[other] != stamp:
+                            stamp_l[other] = stamp
+                            stack[top] = other
+                            top += 1
+        n_entries = 0
+        for i in range(n):
+            f = comp[i]
+            rem = num[f, REM] - num[f, RATE] * (now - num[f, UPD])
+            num[f, REM] = rem if rem > 0.0 else 0.0
+            num[f, UPD] = now
+            n_entries += nl[f]
+        if n == 1:
+            f = comp[0]
+            rate = num[f, CAP]
+            for k in range(nl[f]):
+                solo = capacity[links[f, k]] / w[f, k]
+                if solo < rate:
+                    rate = solo
+            num[f, RATE] = rate
+        else:
+            ef = np.empty(n_entries, np.int64)
+            el = np.empty(n_entries, np.int64)
+            ew = np.empty(n_entries)
+            caps = np.empty(n)
+            e = 0
+            for i in range(n):
+                f = comp[i]
+                caps[i] = num[f, CAP]
+                for k in range(nl[f]):
+                    ef[e] = i
+                    el[e] = local[links[f, k]]
+                    ew[e] = w[f, k]
+                    e += 1
+            cap_local = np.empty(n_links)
+            for j in range(n_links):
+                cap_local[j] = capacity[comp_links[j]]
+            rates = _bottleneck(ef, el, ew, cap_local, n, caps, rtol)
+            for i in range(n):
+                num[comp[i], RATE] = rates[i]
+            stats[1] += 1
+        stats[2] += n
+        if n > stats[3]:
+            stats[3] = n
+        loads = np.zeros(n_links)
+        for i in range(n):
+            f = comp[i]
+            rate = num[f, RATE]
+            num[f, FIN] = now + num[f, REM] / rate if rate > 0.0 else np.inf
+            for k in range(nl[f]):
+                loads[local[links[f, k]]] += w[f, k] * rate
+        for j in range(n_links):
+            out_links[n_out] = comp_links[j]
+            out_loads[n_out] = loads[j]
+            n_out += 1
+            local[comp_links[j]] = 0
+    return n_out, _next(num)
+
+
+@njit(cache=True, nogil=True)
+def _next(num):
+    t = np.inf
+    for s in range(num.shape[0]):
+        if num[s, FIN] < t:
+            t = num[s, FIN]
+    return t
+
+
+@njit(cache=True, nogil=True)
+def _drain_kernel(num, horizon):
+    """Slots finishing by ``horizon``, in (finish time, fid) order; they are never drained again."""
+    count = 0
+    for s in range(num.shape[0]):
+        if num[s, FIN] <= horizon:
+            count += 1
+    found = np.empty(count, np.int64)
+    keys = np.empty(count)
+    fids = np.empty(count)
+    count = 0
+    for s in range(num.shape[0]):
+        if num[s, FIN] <= horizon:
+            found[count] = s
+            keys[count] = num[s, FIN]
+            fids[count] = num[s, FID]
+            count += 1
+    order = np.argsort(fids, kind="mergesort")
+    order = order[np.argsort(keys[order], kind="mergesort")]
+    out = found[order]
+    for s in out:
+        num[s, FIN] = np.inf
+    return out
+
+
+class FlowTable:
+    """Array state of the flows in flight (see the module docstring); used by the Fabric."""
+
+    def __init__(self, capacity_Bps: np.ndarray, slots: int = 1024, width: int = 8, row: int = 4,
+                 rtol: float = 1e-9):
+        n_links = len(capacity_Bps)
+        #: Current capacity of each link (faults write into it).
+        self.capacity = capacity_Bps
+        self.rtol = rtol
+        self.nl = np.zeros(slots, np.int64)
+        self.links = np.zeros((slots, width), np.int64)
+        self.w = np.zeros((slots, width))
+        self.pos = np.zeros((slots, width), np.int64)
+        self.num = np.zeros((slots, 6))
+        self.num[:, FIN] = np.inf
+        self.cnt = np.zeros(n_links, np.int64)
+        self.rows = np.zeros((n_links, row), np.int64)
+        self.stamp_l = np.zeros(n_links, np.int64)
+        self.stamp_f = np.zeros(slots, np.int64)
+        self.local = np.zeros(n_links, np.int64)
+        self.out_links = np.zeros(n_links, np.int64)
+        self.out_loads = np.zeros(n_links)
+        #: stamp, solver calls, solved flows, largest component
+        self.stats = np.zeros(4, np.int64)
+        self.free = list(range(slots - 1, -1, -1))
+        self._empty = np.zeros(0, np.int64)
+        self._empty_w = np.zeros(0)
+        self._empty_num = np.zeros((0, 3))
+
+    # ------------------------------------------------------------- growth
+    def alloc(self, n_links: int) -> int:
+        """A free slot for a flow crossing ``n_links`` links (growing the arrays if needed)."""
+        if n_links > self.links.shape[1]:
+            width = max(n_links, 2 * self.links.shape[1])
+            self.links = _widen(self.links, width)
+            self.w = _widen(self.w, width)
+            self.pos = _widen(self.pos, width)
+        if not self.free:
+            old = len(self.nl)
+            self.nl = np.concatenate([self.nl, np.zeros(old, np.int64)])
+            self.links = np.concatenate([self.links, np.zeros_like(self.links)])
+            self.w = np.concatenate([self.w, np.zeros_like(self.w)])
+            self.pos = np.concatenate([self.pos, np.zeros_like(self.pos)])
+            extra = np.zeros((old, 6))
+            extra[:, FIN] = np.inf
+            self.num = np.concatenate([self.num, extra])
+            self.stamp_f = np.concatenate([self.stamp_f, np.zeros(old, np.int64)])
+            self.free = list(range(2 * old - 1, old - 1, -1))
+        return self.free.pop()
+
+    # ------------------------------------------------------------- the two kernels
+    def flush(self, removes: list[int], adds: list[tuple[int, np.ndarray, np.ndarray, float, float, int]],
+              extra_seeds, now: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """Remove the slots ``removes``, add ``adds`` (slot, links, weights, cap, remaining bytes, fid),
+        re-solve what they and ``extra_seeds`` touch; returns (links, new loads, next finish time).
+        The removed slots are free again afterwards."""
+        rem = np.array(removes, np.int64) if removes else self._empty
+        if adds:
+            add_slots = np.array([a[0] for a in adds], np.int64)
+            add_off = np.zeros(len(adds) + 1, np.int64)
+            add_off[1:] = np.cumsum([len(a[1]) for a in adds])
+            add_links = np.concatenate([a[1] for a in adds]) if len(adds) > 1 else adds[0][1]
+            add_w = np.concatenate([a[2] for a in adds]) if len(adds) > 1 else adds[0][2]
+            add_num = np.array([a[3:] for a in adds], dtype=np.float64)
+        else:
+            add_slots, add_off, add_links, add_w, add_num = (self._empty, np.zeros(1, np.int64), self._empty,
+                                                             self._empty_w, self._empty_num)
+        seeds = np.fromiter(extra_seeds, np.int64, len(extra_seeds)) if extra_seeds else self._empty
+        while True:
+            n_out, t_next = _flush_kernel(self.nl, self.links, self.w, self.pos, self.num, self.cnt, self.rows,
+                                          self.capacity, self.stamp_l, self.stamp_f, self.local, rem, add_slots,
+                                          add_off, add_links, add_w, add_num, seeds, now, self.out_links,
+                                          self.out_loads, self.stats, self.rtol)
+            if n_out >= 0:
+                break
+            self.rows = _widen(self.rows, max(-n_out, 2 * self.rows.shape[1]))
+        self.free.extend(removes)
+        return self.out_links[:n_out], self.out_loads[:n_out], t_next
+
+    def drain(self, horizon: float) -> np.ndarray:
+        """Slots whose flows finish by ``horizon`` (finish-time then fid order), marked drained."""
+        return _drain_kernel(self.num, horizon)
+
+    def remaining(self, slot: int, now: float) -> float:
+        """Bytes the flow in ``slot`` has left at ``now``."""
+        cap, rate, rem, upd = self.num[slot, :4]
+        return max(float(rem - rate * (now - upd)), 0.0)
+
+
+def _widen(a: np.ndarray, width: int) -> np.ndarray:
+    out = np.zeros((a.shape[0], width), a.dtype)
+    out[:, :a.shape[1]] = a
+    return out
