@@ -152,3 +152,15 @@ def test_flows_draining_within_the_tolerance_complete_together():
     assert log["a"] == log["b"] == pytest.approx(1.0)
     assert log["c"] == pytest.approx(1.0 + 5e-9, abs=1e-12)
     assert fab.stats["flushes"] == 3   # the sends, the a+b completion, the c completion
+
+
+def test_split_message_whose_sub_flows_round_to_zero_bytes_finishes_once(leaf_spine_2x2):
+    """Regression: a sub-flow of 0 bytes finishes at once; it must not finish the message before
+    its siblings are placed (the message was finished twice and the next one crashed)."""
+    env, fab = make_fabric(leaf_spine_2x2, routing="split")
+    conn = Connection(0, 2)
+    tiny = fab.send(0, 2, 5e-324, conn)
+    after = fab.send(0, 2, 1e6, conn)
+    env.run(env.all_of([tiny, after]))
+    assert tiny.processed and after.processed
+    assert env.now == pytest.approx(1e6 / GB, rel=1e-9)

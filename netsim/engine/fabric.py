@@ -526,7 +526,9 @@ class Fabric:
         if not split:
             self._place(flow, entry, now, seeds)
             return
-        flow.pending, flow.arrive, flow.n_paths = 0, now, n_sub
+        # CORRECTNESS: count every sub-flow before placing any: one that finishes at once (a
+        # fraction of a tiny message rounds to 0 bytes) must not finish the message early.
+        flow.pending, flow.arrive, flow.n_paths = sum(frac > 0 for _p, frac in routes), now, n_sub
         for i, (_path, frac) in enumerate(routes):
             if frac <= 0:
                 continue
@@ -535,7 +537,6 @@ class Fabric:
             child.parent, child.index, child.routes = flow, i, routes
             if self.track_congestion:
                 child.demand = flow.demand * frac
-            flow.pending += 1
             self.stats["subflows"] += 1
             self._place(child, self._incidence((conn, i), routes, i), now, seeds)
 

@@ -26,9 +26,10 @@ CAP, RATE, REM, UPD, FIN, FID = range(6)
 
 @njit(cache=True, nogil=True)
 def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f, local, removes, add_slots,
-                  add_off, add_links, add_w, add_num, extra_seeds, now, out_links, out_loads, stats, rtol):
-    """Apply removes and adds, re-solve the touched components; returns (n_out, next finish time),
-    or (-needed row width, inf) without changing anything if a link's row is too narrow."""
+                  add_off, add_links, add_w, add_num, extra_seeds, now, load, out_links, out_loads, stats, rtol):
+    """Apply removes and adds, re-solve the touched components; returns (n_out, next finish time)
+    with the ``n_out`` links whose load changed in ``out_links``/``out_loads`` (and ``load``), or
+    (-needed row width, inf) without changing anything if a link's row is too narrow."""
     width = rows.shape[1]
     # Phase 0: room for the adds (ignoring the removes: conservative).
     for i in range(add_links.shape[0]):
@@ -100,9 +101,11 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
             continue
         stamp_l[seed] = stamp
         if cnt[seed] == 0:
-            out_links[n_out] = seed
-            out_loads[n_out] = 0.0
-            n_out += 1
+            if load[seed] != 0.0:
+                load[seed] = 0.0
+                out_links[n_out] = seed
+                out_loads[n_out] = 0.0
+                n_out += 1
             continue
         n = 0
         n_links = 0
@@ -174,10 +177,13 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
             for k in range(nl[f]):
                 loads[local[links[f, k]]] += w[f, k] * rate
         for j in range(n_links):
-            out_links[n_out] = comp_links[j]
-            out_loads[n_out] = loads[j]
-            n_out += 1
-            local[comp_links[j]] = 0
+            link = comp_links[j]
+            local[link] = 0
+            if loads[j] != load[link]:  # an unchanged load needs no accounting
+                load[link] = loads[j]
+                out_links[n_out] = link
+                out_loads[n_out] = loads[j]
+                n_out += 1
     return n_out, _next(num)
 
 
@@ -235,6 +241,8 @@ class FlowTable:
         self.stamp_l = np.zeros(n_links, np.int64)
         self.stamp_f = np.zeros(slots, np.int64)
         self.local = np.zeros(n_links, np.int64)
+        #: Load of each link (B/s) as last solved.
+        self.load = np.zeros(n_links)
         self.out_links = np.zeros(n_links, np.int64)
         self.out_loads = np.zeros(n_links)
         #: stamp, solver calls, solved flows, largest component
@@ -286,7 +294,7 @@ class FlowTable:
         while True:
             n_out, t_next = _flush_kernel(self.nl, self.links, self.w, self.pos, self.num, self.cnt, self.rows,
                                           self.capacity, self.stamp_l, self.stamp_f, self.local, rem, add_slots,
-                                          add_off, add_links, add_w, add_num, seeds, now, self.out_links,
+                                          add_off, add_links, add_w, add_num, seeds, now, self.load, self.out_links,
                                           self.out_loads, self.stats, self.rtol)
             if n_out >= 0:
                 break
