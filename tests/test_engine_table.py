@@ -82,3 +82,22 @@ def test_table_grows_slots_rows_and_width():
         if compiled:
             assert len(fab._table.nl) >= 32 and fab._table.rows.shape[1] > 1 and fab._table.links.shape[1] > 1
     assert results[1] == pytest.approx(results[0], rel=1e-9)
+
+
+def test_without_numba_the_python_engine_and_numpy_solver_pass_the_golden_test():
+    """The fallback for machines without numba: the whole engine in Python with the numpy solver."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "NETSIM_NO_NUMBA": "1"}
+    check = ("from netsim.solver import COMPILED, DEFAULT_SOLVER; from netsim.engine.fabric import Fabric;"
+             "assert not COMPILED and DEFAULT_SOLVER == 'progressive_filling', (COMPILED, DEFAULT_SOLVER)")
+    subprocess.run([sys.executable, "-c", check], cwd=root, env=env, check=True)
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_engine_golden.py",
+                          "tests/test_solver.py", "-k", "golden or agree or textbook"],
+                         cwd=root, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert " passed" in out.stdout and " failed" not in out.stdout

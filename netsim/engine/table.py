@@ -25,8 +25,8 @@ CAP, RATE, REM, UPD, FIN, FID = range(6)
 
 
 @njit(cache=True, nogil=True)
-def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f, local, removes, add_slots,
-                  add_off, add_links, add_w, add_num, extra_seeds, now, load, out_links, out_loads, stats, rtol):
+def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f, local, scratch, removes, add_slots,
+                  add_nl, add_links, add_w, add_num, extra_seeds, now, load, out_links, out_loads, stats, rtol):
     """Apply removes and adds, re-solve the touched components; returns (n_out, next finish time)
     with the ``n_out`` links whose load changed in ``out_links``/``out_loads`` (and ``load``), or
     (-needed row width, inf) without changing anything if a link's row is too narrow."""
@@ -46,7 +46,11 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
     stamp = stats[0] + 1
     stats[0] = stamp
     n_seeds = 0
-    seeds = np.empty(extra_seeds.shape[0] + add_links.shape[0] + removes.shape[0] * links.shape[1], np.int64)
+    # perf: scratch arrays live in the table (fresh ones of the links' size per call cost page faults)
+    seeds = scratch[0]
+    comp = scratch[1]
+    stack = scratch[2]
+    comp_links = scratch[3]
     for i in range(extra_seeds.shape[0]):
         seeds[n_seeds] = extra_seeds[i]
         n_seeds += 1
@@ -70,14 +74,15 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
         num[r, RATE] = 0.0
         num[r, FIN] = np.inf
     # Phase 2: adds.
+    off = 0
     for i in range(add_slots.shape[0]):
         s = add_slots[i]
-        n = add_off[i + 1] - add_off[i]
+        n = add_nl[i]
         nl[s] = n
         for k in range(n):
-            link = add_links[add_off[i] + k]
+            link = add_links[off + k]
             links[s, k] = link
-            w[s, k] = add_w[add_off[i] + k]
+            w[s, k] = add_w[off + k]
             c = cnt[link]
             rows[link, c] = s
             pos[s, k] = c
@@ -90,11 +95,9 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
         num[s, UPD] = now
         num[s, FIN] = np.inf
         num[s, FID] = add_num[i, 2]
+        off += n
     # Phase 3: the components the seeds touch, each solved whole.
     n_out = 0
-    comp = np.empty(num.shape[0], np.int64)
-    stack = np.empty(capacity.shape[0], np.int64)
-    comp_links = np.empty(capacity.shape[0], np.int64)
     for si in range(n_seeds):
         seed = seeds[si]
         if stamp_l[seed] == stamp:
@@ -245,6 +248,8 @@ class FlowTable:
         self.load = np.zeros(n_links)
         self.out_links = np.zeros(n_links, np.int64)
         self.out_loads = np.zeros(n_links)
+        # seeds, component flows, BFS stack, component links: each at most max(links, slots) long
+        self.scratch = np.zeros((4, max(n_links, slots)), np.int64)
         #: stamp, solver calls, solved flows, largest component
         self.stats = np.zeros(4, np.int64)
         self.free = list(range(slots - 1, -1, -1))
@@ -280,22 +285,29 @@ class FlowTable:
         re-solve what they and ``extra_seeds`` touch; returns (links, new loads, next finish time).
         The removed slots are free again afterwards."""
         rem = np.array(removes, np.int64) if removes else self._empty
-        if adds:
+        if len(adds) == 1:
+            add = adds[0]
+            add_slots, add_nl, add_links, add_w = np.array((add[0], len(add[1]))), None, add[1], add[2]
+            add_nl, add_slots = add_slots[1:], add_slots[:1]
+            add_num = np.array((add[3:],))
+        elif adds:
             add_slots = np.array([a[0] for a in adds], np.int64)
-            add_off = np.zeros(len(adds) + 1, np.int64)
-            add_off[1:] = np.cumsum([len(a[1]) for a in adds])
-            add_links = np.concatenate([a[1] for a in adds]) if len(adds) > 1 else adds[0][1]
-            add_w = np.concatenate([a[2] for a in adds]) if len(adds) > 1 else adds[0][2]
+            add_nl = np.array([len(a[1]) for a in adds], np.int64)
+            add_links = np.concatenate([a[1] for a in adds])
+            add_w = np.concatenate([a[2] for a in adds])
             add_num = np.array([a[3:] for a in adds], dtype=np.float64)
         else:
-            add_slots, add_off, add_links, add_w, add_num = (self._empty, np.zeros(1, np.int64), self._empty,
-                                                             self._empty_w, self._empty_num)
+            add_slots, add_nl, add_links, add_w, add_num = (self._empty, self._empty, self._empty, self._empty_w,
+                                                            self._empty_num)
         seeds = np.fromiter(extra_seeds, np.int64, len(extra_seeds)) if extra_seeds else self._empty
+        need = len(seeds) + len(add_links) + len(rem) * self.links.shape[1]
+        if need > self.scratch.shape[1] or len(self.nl) > self.scratch.shape[1]:
+            self.scratch = np.zeros((4, max(need, len(self.nl), 2 * self.scratch.shape[1])), np.int64)
         while True:
             n_out, t_next = _flush_kernel(self.nl, self.links, self.w, self.pos, self.num, self.cnt, self.rows,
-                                          self.capacity, self.stamp_l, self.stamp_f, self.local, rem, add_slots,
-                                          add_off, add_links, add_w, add_num, seeds, now, self.load, self.out_links,
-                                          self.out_loads, self.stats, self.rtol)
+                                          self.capacity, self.stamp_l, self.stamp_f, self.local, self.scratch, rem,
+                                          add_slots, add_nl, add_links, add_w, add_num, seeds, now, self.load,
+                                          self.out_links, self.out_loads, self.stats, self.rtol)
             if n_out >= 0:
                 break
             self.rows = _widen(self.rows, max(-n_out, 2 * self.rows.shape[1]))
