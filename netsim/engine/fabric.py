@@ -260,7 +260,7 @@ class Fabric:
         use_table = bool(compiled)
         if use_table and not COMPILED:
             raise ValueError("the compiled engine needs numba")
-        self._table = FlowTable(self._cap_arr) if use_table else None
+        self._table = FlowTable(self._cap_arr, self.capacity_Bps) if use_table else None
         self._by_slot: dict[int, _Flow] = {}
         self._removes: list[int] = []
         self._adds: list[tuple] = []
@@ -342,17 +342,17 @@ class Fabric:
     @property
     def link_busy_s(self) -> np.ndarray:
         """Time each link carried any traffic (up to the last :meth:`finalize`)."""
-        return np.array(self._busy)
+        return self._table.busy.copy() if self._table is not None else np.array(self._busy)
 
     @property
     def link_peak_util(self) -> np.ndarray:
         """Highest load / nominal capacity each link reached."""
-        return np.array(self._peak)
+        return self._table.peak.copy() if self._table is not None else np.array(self._peak)
 
     @property
     def link_load_Bps(self) -> np.ndarray:
         """Current load of each link."""
-        return np.array(self._load)
+        return self._table.load.copy() if self._table is not None else np.array(self._load)
 
     @property
     def offered_peak(self) -> np.ndarray:
@@ -382,6 +382,14 @@ class Fabric:
     def finalize(self) -> None:
         """Close link busy-time accounting at the current time (call once the simulation ended)."""
         now = self.env.now
+        table = self._table
+        if table is not None:
+            for link in np.flatnonzero(table.load > 0).tolist():
+                table.busy[link] += now - table.link_t[link]
+                if self.link_series is not None:
+                    self.link_series.add(link, float(table.link_t[link]), now, float(table.load[link]))
+                table.link_t[link] = now
+            return
         for link, load in enumerate(self._load):
             if load > 0:
                 self._busy[link] += now - self._link_t[link]
@@ -697,9 +705,14 @@ class Fabric:
     def _table_flush(self, seeds: set[int], now: float) -> None:
         """One kernel call: removes, adds, re-solve of the touched components, new link loads."""
         table = self._table
-        links, loads, self._next_t = table.flush(self._removes, self._adds, seeds, now)
+        n, self._next_t = table.flush(self._removes, self._adds, seeds, now)
         self._removes, self._adds = [], []
-        self._set_loads(zip(links.tolist(), loads.tolist()), now)
+        series = self.link_series
+        if series is not None and n:
+            for link, t0, old in zip(table.out_links[:n].tolist(), table.out_t0[:n].tolist(),
+                                     table.out_old[:n].tolist()):
+                if old > 0:
+                    series.add(link, t0, now, old)
         stats, counts = self.stats, table.stats
         stats["solver_calls"], stats["solved_flows"], stats["max_component"] = (
             int(counts[1]), int(counts[2]), int(counts[3]))

@@ -25,11 +25,17 @@ CAP, RATE, REM, UPD, FIN, FID = range(6)
 
 
 @njit(cache=True, nogil=True)
-def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f, local, scratch, removes, add_slots,
-                  add_nl, add_links, add_w, add_num, extra_seeds, now, load, out_links, out_loads, stats, rtol):
-    """Apply removes and adds, re-solve the touched components; returns (n_out, next finish time)
-    with the ``n_out`` links whose load changed in ``out_links``/``out_loads`` (and ``load``), or
-    (-needed row width, inf) without changing anything if a link's row is too narrow."""
+def _flush_kernel(nl, links, w, pos, num, cnt, rows, roww, capacity, stamp_l, stamp_f, stamp_new, local, scratch,
+                  fscratch, removes, add_slots, add_nl, add_links, add_w, add_num, extra_seeds, now, load, nominal,
+                  busy, link_t, peak, out_links, out_t0, out_old, stats, rtol, prune):
+    """Apply removes and adds, re-solve what they touch and account the links whose load changed
+    (``load``, ``busy``, ``link_t``, ``peak``); returns (n_out, next finish time) with those links in
+    ``out_links`` and the interval each closed (start ``out_t0``, load ``out_old``), or
+    (-needed row width, inf) without changing anything if a link's row is too narrow.
+
+    With ``prune``, only flows at or above the level where the change can first matter are
+    re-solved (see :class:`FlowTable`); the others keep their rates and count as fixed load.
+    """
     width = rows.shape[1]
     # Phase 0: room for the adds (ignoring the removes: conservative).
     for i in range(add_links.shape[0]):
@@ -51,11 +57,20 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
     comp = scratch[1]
     stack = scratch[2]
     comp_links = scratch[3]
+    kept = fscratch[0]
+    cap_local = fscratch[1]
+    loads = fscratch[2]
+    # The level below which nothing changes: a removed flow's rate; for added flows, the equal
+    # share of each link they cross (a link's load at level t is at most t x its weight);
+    # anything else (faults, reroutes: extra seeds) can change every level.
+    level = np.inf if prune and extra_seeds.shape[0] == 0 else 0.0
     for i in range(extra_seeds.shape[0]):
         seeds[n_seeds] = extra_seeds[i]
         n_seeds += 1
     # Phase 1: removes (swap the last flow of each row into the hole).
     for r in removes:
+        if num[r, RATE] < level:
+            level = num[r, RATE]
         for k in range(nl[r]):
             link = links[r, k]
             seeds[n_seeds] = link
@@ -65,6 +80,7 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
             last = rows[link, c]
             if last != r:
                 rows[link, p] = last
+                roww[link, p] = roww[link, c]
                 for kk in range(nl[last]):
                     if links[last, kk] == link:
                         pos[last, kk] = p
@@ -85,6 +101,7 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
             w[s, k] = add_w[off + k]
             c = cnt[link]
             rows[link, c] = s
+            roww[link, c] = add_w[off + k]
             pos[s, k] = c
             cnt[link] = c + 1
             seeds[n_seeds] = link
@@ -95,8 +112,20 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
         num[s, UPD] = now
         num[s, FIN] = np.inf
         num[s, FID] = add_num[i, 2]
+        stamp_new[s] = stamp
         off += n
-    # Phase 3: the components the seeds touch, each solved whole.
+    if level > 0.0:
+        for i in range(add_links.shape[0]):
+            link = add_links[i]
+            total = 0.0
+            for j in range(cnt[link]):
+                total += roww[link, j]
+            share = capacity[link] / total
+            if share < level:
+                level = share
+    # Flows below the level keep their rates (margin: the solver's tolerance).
+    keep_below = level * (1.0 - 1e-7) if level > 0.0 else 0.0
+    # Phase 3: the parts of the contention graph the seeds touch, each solved whole.
     n_out = 0
     for si in range(n_seeds):
         seed = seeds[si]
@@ -105,10 +134,8 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
         stamp_l[seed] = stamp
         if cnt[seed] == 0:
             if load[seed] != 0.0:
-                load[seed] = 0.0
-                out_links[n_out] = seed
-                out_loads[n_out] = 0.0
-                n_out += 1
+                n_out = _account(seed, 0.0, now, load, nominal, busy, link_t, peak, out_links, out_t0, out_old,
+                                 n_out)
             continue
         n = 0
         n_links = 0
@@ -120,10 +147,13 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
             link = stack[top]
             local[link] = n_links
             comp_links[n_links] = link
-            n_links += 1
+            fixed = 0.0
             for j in range(cnt[link]):
                 f = rows[link, j]
-                if stamp_f[f] != stamp:
+                rate = num[f, RATE]
+                if rate < keep_below and stamp_new[f] != stamp:
+                    fixed += roww[link, j] * rate
+                elif stamp_f[f] != stamp:
                     stamp_f[f] = stamp
                     comp[n] = f
                     n += 1
@@ -133,6 +163,11 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
                             stamp_l[other] = stamp
                             stack[top] = other
                             top += 1
+            kept[n_links] = fixed
+            residual = capacity[link] - fixed
+            cap_local[n_links] = residual if residual > 0.0 else 0.0
+            loads[n_links] = fixed
+            n_links += 1
         n_entries = 0
         for i in range(n):
             f = comp[i]
@@ -144,11 +179,11 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
             f = comp[0]
             rate = num[f, CAP]
             for k in range(nl[f]):
-                solo = capacity[links[f, k]] / w[f, k]
+                solo = cap_local[local[links[f, k]]] / w[f, k]
                 if solo < rate:
                     rate = solo
             num[f, RATE] = rate
-        else:
+        elif n > 1:
             ef = np.empty(n_entries, np.int64)
             el = np.empty(n_entries, np.int64)
             ew = np.empty(n_entries)
@@ -162,17 +197,13 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
                     el[e] = local[links[f, k]]
                     ew[e] = w[f, k]
                     e += 1
-            cap_local = np.empty(n_links)
-            for j in range(n_links):
-                cap_local[j] = capacity[comp_links[j]]
-            rates = _bottleneck(ef, el, ew, cap_local, n, caps, rtol)
+            rates = _bottleneck(ef, el, ew, cap_local[:n_links].copy(), n, caps, rtol)
             for i in range(n):
                 num[comp[i], RATE] = rates[i]
             stats[1] += 1
         stats[2] += n
         if n > stats[3]:
             stats[3] = n
-        loads = np.zeros(n_links)
         for i in range(n):
             f = comp[i]
             rate = num[f, RATE]
@@ -183,11 +214,26 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, capacity, stamp_l, stamp_f,
             link = comp_links[j]
             local[link] = 0
             if loads[j] != load[link]:  # an unchanged load needs no accounting
-                load[link] = loads[j]
-                out_links[n_out] = link
-                out_loads[n_out] = loads[j]
-                n_out += 1
+                n_out = _account(link, loads[j], now, load, nominal, busy, link_t, peak, out_links, out_t0, out_old,
+                                 n_out)
     return n_out, _next(num)
+
+
+@njit(cache=True, nogil=True)
+def _account(link, new, now, load, nominal, busy, link_t, peak, out_links, out_t0, out_old, n_out):
+    """``link`` changes load: close its busy interval, note the interval, raise its peak."""
+    old = load[link]
+    if old > 0.0:
+        busy[link] += now - link_t[link]
+    out_links[n_out] = link
+    out_t0[n_out] = link_t[link]
+    out_old[n_out] = old
+    link_t[link] = now
+    load[link] = new
+    util = new / nominal[link]
+    if util > peak[link]:
+        peak[link] = util
+    return n_out + 1
 
 
 @njit(cache=True, nogil=True)
@@ -227,11 +273,17 @@ def _drain_kernel(num, horizon):
 class FlowTable:
     """Array state of the flows in flight (see the module docstring); used by the Fabric."""
 
-    def __init__(self, capacity_Bps: np.ndarray, slots: int = 1024, width: int = 8, row: int = 4,
-                 rtol: float = 1e-9):
+    def __init__(self, capacity_Bps: np.ndarray, nominal_Bps: np.ndarray | None = None, slots: int = 1024,
+                 width: int = 8, row: int = 4, rtol: float = 1e-9, prune: bool = True):
         n_links = len(capacity_Bps)
         #: Current capacity of each link (faults write into it).
         self.capacity = capacity_Bps
+        #: Nominal capacity (utilisation peaks are relative to it).
+        self.nominal = np.array(capacity_Bps if nominal_Bps is None else nominal_Bps, dtype=np.float64)
+        #: Per link: seconds it carried traffic, when its load last changed, peak load / nominal.
+        self.busy = np.zeros(n_links)
+        self.link_t = np.zeros(n_links)
+        self.peak = np.zeros(n_links)
         self.rtol = rtol
         self.nl = np.zeros(slots, np.int64)
         self.links = np.zeros((slots, width), np.int64)
@@ -241,13 +293,20 @@ class FlowTable:
         self.num[:, FIN] = np.inf
         self.cnt = np.zeros(n_links, np.int64)
         self.rows = np.zeros((n_links, row), np.int64)
+        self.roww = np.zeros((n_links, row))
+        self.stamp_new = np.zeros(slots, np.int64)
+        # per local link of a component: fixed load, residual capacity, new load
+        self.fscratch = np.zeros((3, n_links))
+        #: Re-solve only flows whose rate the change can affect (False: whole components).
+        self.prune = prune
         self.stamp_l = np.zeros(n_links, np.int64)
         self.stamp_f = np.zeros(slots, np.int64)
         self.local = np.zeros(n_links, np.int64)
         #: Load of each link (B/s) as last solved.
         self.load = np.zeros(n_links)
         self.out_links = np.zeros(n_links, np.int64)
-        self.out_loads = np.zeros(n_links)
+        self.out_t0 = np.zeros(n_links)
+        self.out_old = np.zeros(n_links)
         # seeds, component flows, BFS stack, component links: each at most max(links, slots) long
         self.scratch = np.zeros((4, max(n_links, slots)), np.int64)
         #: stamp, solver calls, solved flows, largest component
@@ -275,15 +334,17 @@ class FlowTable:
             extra[:, FIN] = np.inf
             self.num = np.concatenate([self.num, extra])
             self.stamp_f = np.concatenate([self.stamp_f, np.zeros(old, np.int64)])
+            self.stamp_new = np.concatenate([self.stamp_new, np.zeros(old, np.int64)])
             self.free = list(range(2 * old - 1, old - 1, -1))
         return self.free.pop()
 
     # ------------------------------------------------------------- the two kernels
     def flush(self, removes: list[int], adds: list[tuple[int, np.ndarray, np.ndarray, float, float, int]],
-              extra_seeds, now: float) -> tuple[np.ndarray, np.ndarray, float]:
+              extra_seeds, now: float) -> tuple[int, float]:
         """Remove the slots ``removes``, add ``adds`` (slot, links, weights, cap, remaining bytes, fid),
-        re-solve what they and ``extra_seeds`` touch; returns (links, new loads, next finish time).
-        The removed slots are free again afterwards."""
+        re-solve what they and ``extra_seeds`` touch and account the link loads that changed; returns
+        (n, next finish time) with those links in ``out_links[:n]`` and the intervals they closed in
+        ``out_t0[:n]``, ``out_old[:n]``. The removed slots are free again afterwards."""
         rem = np.array(removes, np.int64) if removes else self._empty
         if len(adds) == 1:
             add = adds[0]
@@ -305,14 +366,17 @@ class FlowTable:
             self.scratch = np.zeros((4, max(need, len(self.nl), 2 * self.scratch.shape[1])), np.int64)
         while True:
             n_out, t_next = _flush_kernel(self.nl, self.links, self.w, self.pos, self.num, self.cnt, self.rows,
-                                          self.capacity, self.stamp_l, self.stamp_f, self.local, self.scratch, rem,
-                                          add_slots, add_nl, add_links, add_w, add_num, seeds, now, self.load,
-                                          self.out_links, self.out_loads, self.stats, self.rtol)
+                                          self.roww, self.capacity, self.stamp_l, self.stamp_f, self.stamp_new,
+                                          self.local, self.scratch, self.fscratch, rem, add_slots, add_nl, add_links,
+                                          add_w, add_num, seeds, now, self.load, self.nominal, self.busy, self.link_t,
+                                          self.peak, self.out_links, self.out_t0, self.out_old, self.stats, self.rtol,
+                                          self.prune)
             if n_out >= 0:
                 break
-            self.rows = _widen(self.rows, max(-n_out, 2 * self.rows.shape[1]))
+            width = max(-n_out, 2 * self.rows.shape[1])
+            self.rows, self.roww = _widen(self.rows, width), _widen(self.roww, width)
         self.free.extend(removes)
-        return self.out_links[:n_out], self.out_loads[:n_out], t_next
+        return n_out, t_next
 
     def drain(self, horizon: float) -> np.ndarray:
         """Slots whose flows finish by ``horizon`` (finish-time then fid order), marked drained."""
