@@ -2,9 +2,14 @@
 
 Sends issued in one simulated instant are routed and solved together once the instant's other
 events have run. Messages on one connection are transmitted in order, like work requests on an
-RDMA queue pair: a message starts when the previous one on its connection has drained. Rates follow max-min fairness and are recomputed only for the connected part of
-the flow/link contention graph that a change touches (max-min allocations decompose over
-connected components, so the rest keeps its rates exactly).
+RDMA queue pair: a message starts when the previous one on its connection has drained. Rates
+follow max-min fairness and are recomputed only for the connected part of the flow/link
+contention graph that a change touches (max-min allocations decompose over connected components,
+so the rest keeps its rates exactly).
+
+Two engine paths share this class: with numba installed, the per-instant work (components, rates,
+link accounting, completions) runs in the compiled flow table of :mod:`netsim.engine.table`;
+without it, in the Python code below, which is also the reference the tests hold the table to.
 """
 
 from __future__ import annotations
@@ -443,10 +448,20 @@ class Fabric:
         Returns (links, weights, link list, weight list, delay, solo rate, n_paths, edge rate, core
         (link, weight) pairs).
         """
-        cached = self._routes_cache.get(key)
-        if cached is not None and cached[0] is routes:
-            return cached[1]
-        conn = key[0] if index is not None else key
+        if index is not None:
+            # A sub-flow's incidence depends only on its path (and endpoints): cache it per path,
+            # so policies that plan new route lists every instant (ethereal) still hit.
+            conn = key[0]
+            key = (conn.src, conn.dst, conn.tcp, routes[index][0])
+            cached = self._routes_cache.get(key)
+            if cached is not None:
+                return cached[1]
+        else:
+            conn = key
+            cached = self._routes_cache.get(key)
+            # perf: policies that plan per instant (c4p) hand out new but equal route lists
+            if cached is not None and (cached[0] is routes or cached[0] == routes):
+                return cached[1]
         use = [(routes[index][0], 1.0)] if index is not None else routes
         if len(use) == 1:
             links = np.array(use[0][0], dtype=np.int64)
@@ -520,8 +535,13 @@ class Fabric:
         flow.routes = routes
         flow.t_upd = now
         self.stats["flows"] += 1
-        entry = self._incidence(conn, routes)
-        split = self._independent and len(routes) > 1 and flow.size > 0 and entry[2]
+        split = self._independent and len(routes) > 1 and flow.size > 0
+        if split and not self.track_congestion and self._unbounded is None:
+            entry = None  # perf: the merged incidence of all sub-flows is not needed
+            split = any(path for path, _frac in routes)
+        else:
+            entry = self._incidence(conn, routes)
+            split = split and bool(entry[2])
         n_sub = len(routes) if split else 1
         qps = self.queue_pairs
         if n_sub > 1 or conn not in qps:
@@ -532,7 +552,7 @@ class Fabric:
             flow.spray = self._spray_pairs(conn.src, conn.dst, conn.tcp)
             self._offer(flow.spray, flow.demand, 1.0, self._spray_pending)
         if not split:
-            self._place(flow, entry, now, seeds)
+            self._place(flow, entry if entry is not None else self._incidence(conn, routes), now, seeds)
             return
         # CORRECTNESS: count every sub-flow before placing any: one that finishes at once (a
         # fraction of a tiny message rounds to 0 bytes) must not finish the message early.

@@ -2,17 +2,26 @@
 
 The :class:`~netsim.engine.fabric.Fabric` keeps one Python object per message for its bookkeeping
 (routes, sub-flows, records), but the hot path of every instant runs here, in one numba call:
-remove the flows that drained, add the flows that start, find the connected components of the
-contention graph that these changes touch, bring their flows' remaining bytes up to now, solve
-each component's max-min rates (:func:`netsim.solver.bottleneck._bottleneck`), and return the
-new load of every link they cross and the next completion time. A second call drains the flows
-that finish within the completion tolerance. Same allocation as the Python path (which remains
-the engine when numba is missing), at a fraction of the per-flow cost.
+remove the flows that drained, add the flows that start, find what these changes touch in the
+contention graph, bring those flows' remaining bytes up to now, solve their max-min rates
+(:func:`netsim.solver.bottleneck._bottleneck`), account every link whose load changed (busy time,
+peak) and return the next completion time. A second call drains the flows that finish within the
+completion tolerance. Same allocation as the Python path (which remains the engine when numba is
+missing, and the reference the tests compare against), at a fraction of the per-flow cost.
+
+**Exact pruning.** Max-min rates come out of progressive filling, which raises every rate together
+and freezes flows as links fill, level by level. A change cannot alter anything below the first
+level where it is felt: a removed flow was growing with everyone up to its own rate and crossed no
+link that filled earlier; an added flow can fill one of its links no earlier than that link's equal
+share, capacity / (total weight on it). Below the lowest such level the filling runs as before, so
+every flow frozen there keeps its rate exactly. Only flows at or above it (and new ones) are
+re-solved, on the capacity the others leave, and only where they connect to a changed link.
+Faults and reroutes re-solve whole components.
 
 Layout: flow ``slot`` has ``nl[slot]`` links in ``links[slot, :nl]`` with weights ``w[slot, :nl]``
 and its position in each link's row ``pos[slot, :nl]``; link ``l`` has ``cnt[l]`` flows in
-``rows[l, :cnt]``. ``num[slot]`` holds (cap, rate, remaining, updated at, finish time, fid).
-Rows and slots grow by doubling.
+``rows[l, :cnt]`` with their weights in ``roww[l, :cnt]``. ``num[slot]`` holds (cap, rate,
+remaining, updated at, finish time, fid). Slots, rows and widths grow by doubling.
 """
 
 from __future__ import annotations
