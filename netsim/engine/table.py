@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim.solver.bottleneck import _bottleneck, njit
+from netsim.solver.bottleneck import _bottleneck, _heap_pop, _heap_push, njit
 
 CAP, RATE, REM, UPD, FIN, FID = range(6)
 
@@ -36,7 +36,7 @@ CAP, RATE, REM, UPD, FIN, FID = range(6)
 @njit(cache=True, nogil=True)
 def _flush_kernel(nl, links, w, pos, num, cnt, rows, roww, capacity, stamp_l, stamp_f, stamp_new, local, scratch,
                   fscratch, removes, add_slots, add_nl, add_links, add_w, add_num, extra_seeds, now, load, nominal,
-                  busy, link_t, peak, out_links, out_t0, out_old, stats, rtol, prune):
+                  busy, link_t, peak, out_links, out_t0, out_old, stats, rtol, prune, hkeys, hvals):
     """Apply removes and adds, re-solve what they touch and account the links whose load changed
     (``load``, ``busy``, ``link_t``, ``peak``); returns (n_out, next finish time) with those links in
     ``out_links`` and the interval each closed (start ``out_t0``, load ``out_old``), or
@@ -216,7 +216,12 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, roww, capacity, stamp_l, st
         for i in range(n):
             f = comp[i]
             rate = num[f, RATE]
-            num[f, FIN] = now + num[f, REM] / rate if rate > 0.0 else np.inf
+            if rate > 0.0:
+                fin = now + num[f, REM] / rate
+                num[f, FIN] = fin
+                _push_finish(num, hkeys, hvals, stats, fin, f)
+            else:
+                num[f, FIN] = np.inf
             for k in range(nl[f]):
                 loads[local[links[f, k]]] += w[f, k] * rate
         for j in range(n_links):
@@ -225,7 +230,7 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, roww, capacity, stamp_l, st
             if loads[j] != load[link]:  # an unchanged load needs no accounting
                 n_out = _account(link, loads[j], now, load, nominal, busy, link_t, peak, out_links, out_t0, out_old,
                                  n_out)
-    return n_out, _next(num)
+    return n_out, _next(num, hkeys, hvals, stats)
 
 
 @njit(cache=True, nogil=True)
@@ -246,37 +251,56 @@ def _account(link, new, now, load, nominal, busy, link_t, peak, out_links, out_t
 
 
 @njit(cache=True, nogil=True)
-def _next(num):
-    t = np.inf
-    for s in range(num.shape[0]):
-        if num[s, FIN] < t:
-            t = num[s, FIN]
-    return t
+def _push_finish(num, hkeys, hvals, stats, fin, slot):
+    """Note ``slot``'s finish time in the completion heap (entries whose time no longer matches
+    ``num[slot, FIN]`` are stale and skipped; a full heap is rebuilt from the live flows)."""
+    size = stats[4]
+    if size == hkeys.shape[0]:
+        size = 0
+        for s in range(num.shape[0]):
+            if num[s, FIN] < np.inf:
+                size = _heap_push(hkeys, hvals, size, num[s, FIN], s)
+        if size == hkeys.shape[0]:  # cannot happen: the heap holds >= 2 x slots
+            raise RuntimeError("completion heap too small")
+    stats[4] = _heap_push(hkeys, hvals, size, fin, slot)
 
 
 @njit(cache=True, nogil=True)
-def _drain_kernel(num, horizon):
+def _next(num, hkeys, hvals, stats):
+    """Earliest finish time of a flow in flight (inf if none)."""
+    size = stats[4]
+    while size > 0 and num[hvals[0], FIN] != hkeys[0]:
+        _k, _v, size = _heap_pop(hkeys, hvals, size)
+    stats[4] = size
+    return hkeys[0] if size > 0 else np.inf
+
+
+@njit(cache=True, nogil=True)
+def _drain_kernel(num, horizon, hkeys, hvals, stats):
     """Slots finishing by ``horizon``, in (finish time, fid) order; they are never drained again."""
+    size = stats[4]
+    found = np.empty(16, np.int64)
+    keys = np.empty(16)
     count = 0
-    for s in range(num.shape[0]):
-        if num[s, FIN] <= horizon:
+    while size > 0 and hkeys[0] <= horizon:
+        key, slot, size = _heap_pop(hkeys, hvals, size)
+        if num[slot, FIN] == key:
+            if count == found.shape[0]:
+                found = np.concatenate((found, np.empty(count, np.int64)))
+                keys = np.concatenate((keys, np.empty(count)))
+            found[count] = slot
+            keys[count] = key
             count += 1
-    found = np.empty(count, np.int64)
-    keys = np.empty(count)
+            num[slot, FIN] = np.inf  # CORRECTNESS: a drained flow is never drained again
+    stats[4] = size
+    found = found[:count]
+    keys = keys[:count]
     fids = np.empty(count)
-    count = 0
-    for s in range(num.shape[0]):
-        if num[s, FIN] <= horizon:
-            found[count] = s
-            keys[count] = num[s, FIN]
-            fids[count] = num[s, FID]
-            count += 1
+    for i in range(count):
+        fids[i] = num[found[i], FID]
     order = np.argsort(fids, kind="mergesort")
     order = order[np.argsort(keys[order], kind="mergesort")]
-    out = found[order]
-    for s in out:
-        num[s, FIN] = np.inf
-    return out
+    return found[order]
 
 
 class FlowTable:
@@ -318,8 +342,11 @@ class FlowTable:
         self.out_old = np.zeros(n_links)
         # seeds, component flows, BFS stack, component links: each at most max(links, slots) long
         self.scratch = np.zeros((4, max(n_links, slots)), np.int64)
-        #: stamp, solver calls, solved flows, largest component
-        self.stats = np.zeros(4, np.int64)
+        #: stamp, solver calls, solved flows, largest component, completion heap size
+        self.stats = np.zeros(5, np.int64)
+        # The completion heap: (finish time, slot), stale entries skipped (see _push_finish).
+        self.hkeys = np.zeros(4 * slots)
+        self.hvals = np.zeros(4 * slots, np.int64)
         self.free = list(range(slots - 1, -1, -1))
         self._empty = np.zeros(0, np.int64)
         self._empty_w = np.zeros(0)
@@ -345,6 +372,11 @@ class FlowTable:
             self.stamp_f = np.concatenate([self.stamp_f, np.zeros(old, np.int64)])
             self.stamp_new = np.concatenate([self.stamp_new, np.zeros(old, np.int64)])
             self.free = list(range(2 * old - 1, old - 1, -1))
+            # A bigger heap (it must hold >= 2 x slots), rebuilt from the flows in flight.
+            self.hkeys, self.hvals = np.zeros(8 * old), np.zeros(8 * old, np.int64)
+            self.stats[4] = 0
+            for slot in np.flatnonzero(np.isfinite(self.num[:, FIN])).tolist():
+                self.stats[4] = _heap_push(self.hkeys, self.hvals, int(self.stats[4]), self.num[slot, FIN], slot)
         return self.free.pop()
 
     # ------------------------------------------------------------- the two kernels
@@ -379,7 +411,7 @@ class FlowTable:
                                           self.local, self.scratch, self.fscratch, rem, add_slots, add_nl, add_links,
                                           add_w, add_num, seeds, now, self.load, self.nominal, self.busy, self.link_t,
                                           self.peak, self.out_links, self.out_t0, self.out_old, self.stats, self.rtol,
-                                          self.prune)
+                                          self.prune, self.hkeys, self.hvals)
             if n_out >= 0:
                 break
             width = max(-n_out, 2 * self.rows.shape[1])
@@ -389,7 +421,7 @@ class FlowTable:
 
     def drain(self, horizon: float) -> np.ndarray:
         """Slots whose flows finish by ``horizon`` (finish-time then fid order), marked drained."""
-        return _drain_kernel(self.num, horizon)
+        return _drain_kernel(self.num, horizon, self.hkeys, self.hvals, self.stats)
 
     def remaining(self, slot: int, now: float) -> float:
         """Bytes the flow in ``slot`` has left at ``now``."""
