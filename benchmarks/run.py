@@ -3,6 +3,8 @@
 Each scenario runs in its own subprocess so that peak RSS is per scenario. Not part of ``make test``.
 Usage: ``python benchmarks/run.py [SCENARIO ...]`` (default: all). Every row is also written to
 ``benchmarks/last-run.json`` (or ``$NETSIM_BENCH_JSON``) with the machine it ran on.
+``NETSIM_BENCH_TIMEOUT=S`` stops a scenario after S seconds (and says so); ``NETSIM_NO_NUMBA=1``
+measures the Python engine path.
 """
 
 from __future__ import annotations
@@ -235,15 +237,26 @@ def main(argv: list[str]) -> None:
         print(json.dumps(run_one(argv[1])))
         return
     names = argv or list(SCENARIOS)
-    print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}, "
-          f"numpy {np.__version__}")
+    info = machine()
+    print(f"machine: {platform.machine()}, {info['cpus']} cpus, python {info['python']}, numpy {info['numpy']}, "
+          f"numba {info['numba']}, engine {info['engine']}")
     header = ("scenario", "gpus", "wall_s", "sim_collective_s", "slowdown_vs_nic_bound", "flows", "solver_calls",
               "max_component", "events", "events_per_s", "peak_rss_MiB")
     print(" | ".join(header))
     rows = []
     out_file = Path(os.environ.get("NETSIM_BENCH_JSON", "benchmarks/last-run.json"))
+    limit = float(os.environ.get("NETSIM_BENCH_TIMEOUT", "0")) or None
+    # Compile (or load from numba's cache) the engine kernels once, outside every timed scenario.
+    subprocess.run([sys.executable, "-c", WARM_UP], check=True)
     for name in names:
-        out = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True)
+        try:
+            out = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True,
+                                 timeout=limit)
+        except subprocess.TimeoutExpired:
+            print(f"{name}: stopped after {limit:.0f} s (NETSIM_BENCH_TIMEOUT)", flush=True)
+            rows.append({"scenario": name, "stopped_after_s": limit})
+            out_file.write_text(json.dumps({"machine": machine(), "scenarios": rows}, indent=2))
+            continue
         if out.returncode:
             print(f"{name}: failed\n{out.stderr[-2000:]}", flush=True)
             continue
@@ -258,9 +271,30 @@ def main(argv: list[str]) -> None:
 
 
 def machine() -> dict:
-    """Where the numbers were measured."""
+    """Where the numbers were measured, and with which engine path."""
+    from netsim.solver import COMPILED
+
+    try:
+        import numba
+        numba_version = numba.__version__
+    except ImportError:
+        numba_version = None
     return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__}
+            "cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
+            "numba": numba_version, "engine": "compiled" if COMPILED else "python"}
+
+
+WARM_UP = """
+import numpy as np
+from netsim.engine import Environment, Fabric
+from netsim.routing import make_routing
+from netsim.topology import leaf_spine
+topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=2, gpus_per_host=2, nics_per_host=1, nic_bandwidth_Bps=1e9,
+                  uplink_bandwidth_Bps=1e9, intra_bandwidth_Bps=1e10)
+env = Environment()
+fab = Fabric(env, topo, make_routing("spray", topo, np.random.default_rng(0)))
+env.run(env.all_of([fab.send(s, d, 1e6) for s in range(8) for d in range(8) if s != d]))
+"""
 
 
 if __name__ == "__main__":
