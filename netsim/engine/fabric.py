@@ -39,6 +39,8 @@ USE_COMPILED: bool | None = None
 
 #: SimPy priority of the per-instant flush: after every NORMAL event of the same instant.
 FLUSH_PRIORITY = NORMAL + 1
+#: Completion timers run after every NORMAL event of their instant and before its flush.
+TIMER_PRIORITY = NORMAL + 0.5
 
 
 class Environment(simpy.Environment):
@@ -864,7 +866,7 @@ class Fabric:
         self._timer_token += 1
         ev = simpy.Event(self.env)
         ev.callbacks.append(self._on_timer)
-        _schedule(self.env, ev, max(t - self.env.now, 0.0))
+        _schedule(self.env, ev, max(t - self.env.now, 0.0), TIMER_PRIORITY)
         ev._value = self._timer_token
 
     def _on_timer(self, event: simpy.Event) -> None:
@@ -877,7 +879,7 @@ class Fabric:
             if len(slots):
                 by_slot = self._by_slot
                 self._drained.extend([by_slot[s] for s in slots.tolist()])
-                self._arm_flush()
+                self._flush_drained()
             else:
                 self._arm_timer()
             return
@@ -891,6 +893,12 @@ class Fabric:
                 self._drained.append(flow)
                 drained = True
         if drained:
-            self._arm_flush()
+            self._flush_drained()
         else:
             self._arm_timer()
+
+    def _flush_drained(self) -> None:
+        # perf: the timer runs after every NORMAL event of its instant, where the flush would run:
+        # flush right away instead of scheduling one more event (unless one is due: it takes them).
+        if not self._flush_armed:
+            self._flush(None)
