@@ -74,7 +74,8 @@ def test_table_grows_slots_rows_and_width():
     for compiled in (False, True):
         env, fab = make_fabric(topo, routing="spray", compiled=compiled)
         if compiled:
-            fab._table.__init__(fab._cap_arr, slots=2, width=1, row=1)
+            fab._table.__init__(fab._cap_arr.copy(), fab.capacity_Bps, slots=2, width=1, row=1)
+            fab._cap_arr = fab._table.capacity
         events = [fab.send(s, d, 1e6 * (1 + (s + d) % 3)) for s in range(topo.n_gpus) for d in range(topo.n_gpus)
                   if s != d]
         env.run(env.all_of(events))

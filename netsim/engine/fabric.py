@@ -268,6 +268,8 @@ class Fabric:
         if use_table and not COMPILED:
             raise ValueError("the compiled engine needs numba")
         self._table = FlowTable(self._cap_arr, self.capacity_Bps) if use_table else None
+        if self._table is not None:
+            self._cap_arr = self._table.capacity  # one array: faults write the kernel's capacities
         self._by_slot: dict[int, _Flow] = {}
         self._removes: list[int] = []
         self._adds: list[tuple] = []

@@ -34,9 +34,8 @@ CAP, RATE, REM, UPD, FIN, FID = range(6)
 
 
 @njit(cache=True, nogil=True)
-def _flush_kernel(nl, links, w, pos, num, cnt, rows, roww, capacity, stamp_l, stamp_f, stamp_new, local, scratch,
-                  fscratch, removes, add_slots, add_nl, add_links, add_w, add_num, extra_seeds, now, load, nominal,
-                  busy, link_t, peak, out_links, out_t0, out_old, stats, rtol, prune, hkeys, hvals):
+def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, scratch, hkeys, hvals, stats,
+                  removes, add_int, add_links, add_w, add_num, extra_seeds, now, rtol, prune):
     """Apply removes and adds, re-solve what they touch and account the links whose load changed
     (``load``, ``busy``, ``link_t``, ``peak``); returns (n_out, next finish time) with those links in
     ``out_links`` and the interval each closed (start ``out_t0``, load ``out_old``), or
@@ -45,6 +44,13 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, roww, capacity, stamp_l, st
     With ``prune``, only flows at or above the level where the change can first matter are
     re-solved (see :class:`FlowTable`); the others keep their rates and count as fixed load.
     """
+    # perf: few arguments (numba unboxes each one on every call); the named rows are views
+    nl, stamp_f, stamp_new = slot_int[0], slot_int[1], slot_int[2]
+    cnt, stamp_l, local, out_links = link_int[0], link_int[1], link_int[2], link_int[3]
+    capacity, load, nominal, busy, link_t, peak = (link_flt[0], link_flt[1], link_flt[2], link_flt[3], link_flt[4],
+                                                   link_flt[5])
+    out_t0, out_old, kept, cap_local, loads = link_flt[6], link_flt[7], link_flt[8], link_flt[9], link_flt[10]
+    add_slots, add_nl = add_int[0], add_int[1]
     width = rows.shape[1]
     # Phase 0: room for the adds (ignoring the removes: conservative).
     for i in range(add_links.shape[0]):
@@ -66,9 +72,6 @@ def _flush_kernel(nl, links, w, pos, num, cnt, rows, roww, capacity, stamp_l, st
     comp = scratch[1]
     stack = scratch[2]
     comp_links = scratch[3]
-    kept = fscratch[0]
-    cap_local = fscratch[1]
-    loads = fscratch[2]
     # The level below which nothing changes: a removed flow's rate; for added flows, the equal
     # share of each link they cross (a link's load at level t is at most t x its weight);
     # anything else (faults, reroutes: extra seeds) can change every level.
@@ -309,37 +312,24 @@ class FlowTable:
     def __init__(self, capacity_Bps: np.ndarray, nominal_Bps: np.ndarray | None = None, slots: int = 1024,
                  width: int = 8, row: int = 4, rtol: float = 1e-9, prune: bool = True):
         n_links = len(capacity_Bps)
-        #: Current capacity of each link (faults write into it).
-        self.capacity = capacity_Bps
-        #: Nominal capacity (utilisation peaks are relative to it).
-        self.nominal = np.array(capacity_Bps if nominal_Bps is None else nominal_Bps, dtype=np.float64)
-        #: Per link: seconds it carried traffic, when its load last changed, peak load / nominal.
-        self.busy = np.zeros(n_links)
-        self.link_t = np.zeros(n_links)
-        self.peak = np.zeros(n_links)
+        # Per link, floats: capacity, load, nominal, busy, link_t, peak, out_t0, out_old and three
+        # scratch rows; ints: cnt, stamp_l, local, out_links. Per slot, ints: nl, stamp_f, stamp_new.
+        self.link_flt = np.zeros((11, n_links))
+        self.link_int = np.zeros((4, n_links), np.int64)
+        self.slot_int = np.zeros((3, slots), np.int64)
+        self.link_flt[0] = capacity_Bps
+        self.link_flt[2] = capacity_Bps if nominal_Bps is None else nominal_Bps
+        self._views()
         self.rtol = rtol
-        self.nl = np.zeros(slots, np.int64)
+        #: Re-solve only flows whose rate the change can affect (False: whole components).
+        self.prune = prune
         self.links = np.zeros((slots, width), np.int64)
         self.w = np.zeros((slots, width))
         self.pos = np.zeros((slots, width), np.int64)
         self.num = np.zeros((slots, 6))
         self.num[:, FIN] = np.inf
-        self.cnt = np.zeros(n_links, np.int64)
         self.rows = np.zeros((n_links, row), np.int64)
         self.roww = np.zeros((n_links, row))
-        self.stamp_new = np.zeros(slots, np.int64)
-        # per local link of a component: fixed load, residual capacity, new load
-        self.fscratch = np.zeros((3, n_links))
-        #: Re-solve only flows whose rate the change can affect (False: whole components).
-        self.prune = prune
-        self.stamp_l = np.zeros(n_links, np.int64)
-        self.stamp_f = np.zeros(slots, np.int64)
-        self.local = np.zeros(n_links, np.int64)
-        #: Load of each link (B/s) as last solved.
-        self.load = np.zeros(n_links)
-        self.out_links = np.zeros(n_links, np.int64)
-        self.out_t0 = np.zeros(n_links)
-        self.out_old = np.zeros(n_links)
         # seeds, component flows, BFS stack, component links: each at most max(links, slots) long
         self.scratch = np.zeros((4, max(n_links, slots)), np.int64)
         #: stamp, solver calls, solved flows, largest component, completion heap size
@@ -349,8 +339,22 @@ class FlowTable:
         self.hvals = np.zeros(4 * slots, np.int64)
         self.free = list(range(slots - 1, -1, -1))
         self._empty = np.zeros(0, np.int64)
+        self._empty2 = np.zeros((2, 0), np.int64)
         self._empty_w = np.zeros(0)
         self._empty_num = np.zeros((0, 3))
+        self._one = np.zeros(1, np.int64)
+        self._one_add = np.zeros((2, 1), np.int64)
+        self._one_num = np.zeros((1, 3))
+
+    def _views(self) -> None:
+        #: Current capacity of each link (faults write into it), and nominal capacity.
+        self.capacity, self.nominal = self.link_flt[0], self.link_flt[2]
+        #: Per link: load (B/s) as last solved, seconds it carried traffic, when its load last
+        #: changed, peak load / nominal; the links the last flush changed and their closed intervals.
+        self.load, self.busy, self.link_t, self.peak = (self.link_flt[1], self.link_flt[3], self.link_flt[4],
+                                                        self.link_flt[5])
+        self.out_t0, self.out_old, self.out_links = self.link_flt[6], self.link_flt[7], self.link_int[3]
+        self.nl = self.slot_int[0]
 
     # ------------------------------------------------------------- growth
     def alloc(self, n_links: int) -> int:
@@ -362,15 +366,14 @@ class FlowTable:
             self.pos = _widen(self.pos, width)
         if not self.free:
             old = len(self.nl)
-            self.nl = np.concatenate([self.nl, np.zeros(old, np.int64)])
+            self.slot_int = np.concatenate([self.slot_int, np.zeros_like(self.slot_int)], axis=1)
+            self._views()
             self.links = np.concatenate([self.links, np.zeros_like(self.links)])
             self.w = np.concatenate([self.w, np.zeros_like(self.w)])
             self.pos = np.concatenate([self.pos, np.zeros_like(self.pos)])
             extra = np.zeros((old, 6))
             extra[:, FIN] = np.inf
             self.num = np.concatenate([self.num, extra])
-            self.stamp_f = np.concatenate([self.stamp_f, np.zeros(old, np.int64)])
-            self.stamp_new = np.concatenate([self.stamp_new, np.zeros(old, np.int64)])
             self.free = list(range(2 * old - 1, old - 1, -1))
             # A bigger heap (it must hold >= 2 x slots), rebuilt from the flows in flight.
             self.hkeys, self.hvals = np.zeros(8 * old), np.zeros(8 * old, np.int64)
@@ -386,32 +389,33 @@ class FlowTable:
         re-solve what they and ``extra_seeds`` touch and account the link loads that changed; returns
         (n, next finish time) with those links in ``out_links[:n]`` and the intervals they closed in
         ``out_t0[:n]``, ``out_old[:n]``. The removed slots are free again afterwards."""
-        rem = np.array(removes, np.int64) if removes else self._empty
+        if len(removes) == 1:
+            rem = self._one
+            rem[0] = removes[0]
+        else:
+            rem = np.array(removes, np.int64) if removes else self._empty
         if len(adds) == 1:
-            add = adds[0]
-            add_slots, add_nl, add_links, add_w = np.array((add[0], len(add[1]))), None, add[1], add[2]
-            add_nl, add_slots = add_slots[1:], add_slots[:1]
-            add_num = np.array((add[3:],))
+            slot, add_links, add_w, cap, remaining, fid = adds[0]
+            add_int, add_num = self._one_add, self._one_num
+            add_int[0, 0] = slot
+            add_int[1, 0] = len(add_links)
+            add_num[0] = cap, remaining, fid
         elif adds:
-            add_slots = np.array([a[0] for a in adds], np.int64)
-            add_nl = np.array([len(a[1]) for a in adds], np.int64)
+            add_int = np.array([[a[0] for a in adds], [len(a[1]) for a in adds]], np.int64)
             add_links = np.concatenate([a[1] for a in adds])
             add_w = np.concatenate([a[2] for a in adds])
             add_num = np.array([a[3:] for a in adds], dtype=np.float64)
         else:
-            add_slots, add_nl, add_links, add_w, add_num = (self._empty, self._empty, self._empty, self._empty_w,
-                                                            self._empty_num)
+            add_int, add_links, add_w, add_num = self._empty2, self._empty, self._empty_w, self._empty_num
         seeds = np.fromiter(extra_seeds, np.int64, len(extra_seeds)) if extra_seeds else self._empty
         need = len(seeds) + len(add_links) + len(rem) * self.links.shape[1]
         if need > self.scratch.shape[1] or len(self.nl) > self.scratch.shape[1]:
             self.scratch = np.zeros((4, max(need, len(self.nl), 2 * self.scratch.shape[1])), np.int64)
         while True:
-            n_out, t_next = _flush_kernel(self.nl, self.links, self.w, self.pos, self.num, self.cnt, self.rows,
-                                          self.roww, self.capacity, self.stamp_l, self.stamp_f, self.stamp_new,
-                                          self.local, self.scratch, self.fscratch, rem, add_slots, add_nl, add_links,
-                                          add_w, add_num, seeds, now, self.load, self.nominal, self.busy, self.link_t,
-                                          self.peak, self.out_links, self.out_t0, self.out_old, self.stats, self.rtol,
-                                          self.prune, self.hkeys, self.hvals)
+            n_out, t_next = _flush_kernel(self.slot_int, self.links, self.w, self.pos, self.num, self.rows, self.roww,
+                                          self.link_int, self.link_flt, self.scratch, self.hkeys, self.hvals,
+                                          self.stats, rem, add_int, add_links, add_w, add_num, seeds, now, self.rtol,
+                                          self.prune)
             if n_out >= 0:
                 break
             width = max(-n_out, 2 * self.rows.shape[1])
