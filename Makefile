@@ -24,7 +24,8 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m ''
 
-# All scenarios take ~13 minutes on 2 cores; pick some with: make bench BENCH="ring-256 ring-256-1ch"
+# All scenarios take ~25 minutes on 2 cores with NETSIM_BENCH_TIMEOUT=420 (seconds per scenario);
+# pick some with: make bench BENCH="ring-256 s3-alltoall-256"
 bench: $(STAMP)
 	$(PY) benchmarks/run.py $(BENCH)
 
