@@ -119,19 +119,12 @@ def test_flow_without_links_needs_cap(solve):
         solve(np.array([0]), np.array([0]), np.ones(1), np.array([1.0]), 2)
 
 
+@pytest.mark.parametrize("name", ["progressive_filling_py", "bottleneck_filling"])
 @settings(max_examples=300, deadline=None)
-@given(flow_sets())
-def test_numpy_and_list_solvers_agree(fs):
+@given(fs=flow_sets())
+def test_solvers_agree_with_numpy_progressive_filling(name, fs):
     ef, el, ew, capacity, n, caps = fs
-    np.testing.assert_allclose(SOLVERS["progressive_filling_py"](ef, el, ew, capacity, n, caps),
-                               SOLVERS["progressive_filling"](ef, el, ew, capacity, n, caps), rtol=1e-9)
-
-
-@settings(max_examples=300, deadline=None)
-@given(flow_sets())
-def test_bottleneck_and_progressive_filling_agree(fs):
-    ef, el, ew, capacity, n, caps = fs
-    np.testing.assert_allclose(SOLVERS["bottleneck_filling"](ef, el, ew, capacity, n, caps),
+    np.testing.assert_allclose(SOLVERS[name](ef, el, ew, capacity, n, caps),
                                SOLVERS["progressive_filling"](ef, el, ew, capacity, n, caps), rtol=1e-9)
 
 
