@@ -251,7 +251,7 @@ def main(argv: list[str]) -> None:
     out_file = Path(os.environ.get("NETSIM_BENCH_JSON", "benchmarks/last-run.json"))
     limit = float(os.environ.get("NETSIM_BENCH_TIMEOUT", "0")) or None
     # Compile (or load from numba's cache) the engine kernels once, outside every timed scenario.
-    subprocess.run([sys.executable, "-c", WARM_UP], check=True)
+    subprocess.run([sys.executable, "-c", "from netsim.engine.table import warm_up; warm_up()"], check=True)
     for name in names:
         try:
             out = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True,
@@ -287,18 +287,6 @@ def machine() -> dict:
             "cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
             "numba": numba_version, "engine": "compiled" if COMPILED else "python"}
 
-
-WARM_UP = """
-import numpy as np
-from netsim.engine import Environment, Fabric
-from netsim.routing import make_routing
-from netsim.topology import leaf_spine
-topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=2, gpus_per_host=2, nics_per_host=1, nic_bandwidth_Bps=1e9,
-                  uplink_bandwidth_Bps=1e9, intra_bandwidth_Bps=1e10)
-env = Environment()
-fab = Fabric(env, topo, make_routing("spray", topo, np.random.default_rng(0)))
-env.run(env.all_of([fab.send(s, d, 1e6) for s in range(8) for d in range(8) if s != d]))
-"""
 
 
 if __name__ == "__main__":

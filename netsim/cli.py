@@ -102,6 +102,15 @@ def _describe_workload(w) -> str:
     return f"{w.op}/{w.algorithm} {units.format_size(w.size)}"
 
 
+def _warm_engine() -> None:
+    """Compile the engine's kernels on a machine's first run, and say so (numba caches them)."""
+    from netsim.engine.table import kernels_cached, warm_up
+    from netsim.solver import COMPILED
+    if COMPILED and not kernels_cached():
+        with err.status("Compiling the engine's kernels (first run on this machine: about 15 s, cached after)"):
+            warm_up()
+
+
 @app.command()
 def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
         out_dir: Annotated[Optional[Path], typer.Option("--out", help="Results directory (default results/NAME).")] = None,
@@ -125,6 +134,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
         _fail(NetsimError(f"{experiment} has no variants; --variant goes with a file that has variants:"))
     try:
         spec = load_spec(experiment, set_ or [])
+        _warm_engine()
         result = run_experiment(spec)
     except ConfigError as exc:
         _fail(locate(exc, experiment))
@@ -192,6 +202,7 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
     except NetsimError as exc:
         _fail(exc)
     target = out_dir or Path("results") / exp.base.get("name", experiment.stem)
+    _warm_engine()  # once here, not in every worker
     failed = 0
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(), TextColumn("ETA"),

@@ -102,3 +102,10 @@ def test_without_numba_the_python_engine_and_numpy_solver_pass_the_golden_test()
                          cwd=root, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert " passed" in out.stdout and " failed" not in out.stdout
+
+
+def test_warm_up_compiles_and_caches_the_kernels():
+    from netsim.engine.table import kernels_cached, warm_up
+
+    warm_up()
+    assert kernels_cached()

@@ -26,6 +26,9 @@ remaining, updated at, finish time, fid). Slots, rows and widths grow by doublin
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import numpy as np
 
 from netsim.solver.bottleneck import _bottleneck, _heap_pop, _heap_push, njit
@@ -437,3 +440,19 @@ def _widen(a: np.ndarray, width: int) -> np.ndarray:
     out = np.zeros((a.shape[0], width), a.dtype)
     out[:, :a.shape[1]] = a
     return out
+
+
+def warm_up() -> None:
+    """Compile the kernels now (or load them from numba's on-disk cache): a tiny flush and drain."""
+    table = FlowTable(np.ones(3), slots=2)
+    table.flush([], [(0, np.array([0, 1]), np.array([1.0, 0.5]), math.inf, 1.0, 0),
+                     (1, np.array([1, 2]), np.ones(2), 5.0, 1.0, 1)], set(), 0.0)
+    table.drain(math.inf)
+
+
+def kernels_cached() -> bool:
+    """Whether numba has compiled the kernels on this machine before (a first run takes ~15 s)."""
+    try:
+        return all(Path(k._cache._cache_file._index_path).is_file() for k in (_flush_kernel, _drain_kernel))
+    except AttributeError:  # no numba (plain functions), or a numba without this cache layout
+        return True
