@@ -121,12 +121,12 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
             cnt[link] = c + 1
             seeds[n_seeds] = link
             n_seeds += 1
-        num[s, CAP] = add_num[i, 0]
+        num[s, CAP] = add_num[0, i]
         num[s, RATE] = 0.0
-        num[s, REM] = add_num[i, 1]
+        num[s, REM] = add_num[1, i]
         num[s, UPD] = now
         num[s, FIN] = np.inf
-        num[s, FID] = add_num[i, 2]
+        num[s, FID] = add_num[2, i]
         stamp_new[s] = stamp
         off += n
     if level > 0.0:
@@ -344,10 +344,10 @@ class FlowTable:
         self._empty = np.zeros(0, np.int64)
         self._empty2 = np.zeros((2, 0), np.int64)
         self._empty_w = np.zeros(0)
-        self._empty_num = np.zeros((0, 3))
+        self._empty_num = np.zeros((3, 0))
         self._one = np.zeros(1, np.int64)
         self._one_add = np.zeros((2, 1), np.int64)
-        self._one_num = np.zeros((1, 3))
+        self._one_num = np.zeros((3, 1))
 
     def _views(self) -> None:
         #: Current capacity of each link (faults write into it), and nominal capacity.
@@ -402,12 +402,14 @@ class FlowTable:
             add_int, add_num = self._one_add, self._one_num
             add_int[0, 0] = slot
             add_int[1, 0] = len(add_links)
-            add_num[0] = cap, remaining, fid
+            add_num[:, 0] = cap, remaining, fid
         elif adds:
-            add_int = np.array([[a[0] for a in adds], [len(a[1]) for a in adds]], np.int64)
-            add_links = np.concatenate([a[1] for a in adds])
-            add_w = np.concatenate([a[2] for a in adds])
-            add_num = np.array([a[3:] for a in adds], dtype=np.float64)
+            # perf: one transposition in C, then one numpy call per array
+            slots, links, weights, caps, remaining, fids = zip(*adds)
+            add_int = np.array((slots, tuple(map(len, links))), np.int64)
+            add_links = np.concatenate(links)
+            add_w = np.concatenate(weights)
+            add_num = np.array((caps, remaining, fids), np.float64)
         else:
             add_int, add_links, add_w, add_num = self._empty2, self._empty, self._empty_w, self._empty_num
         seeds = np.fromiter(extra_seeds, np.int64, len(extra_seeds)) if extra_seeds else self._empty
