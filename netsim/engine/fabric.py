@@ -689,7 +689,7 @@ class Fabric:
     def _move(self, flow: _Flow, entry: tuple, now: float, seeds: set[int]) -> None:
         """Reroute an in-flight flow: bytes carried so far stay on the old links, the rest takes ``entry``."""
         if self._table is not None:
-            if flow.slot >= 0 and not any(a[0] == flow.slot for a in self._adds):
+            if self._pending_add(flow.slot) is None:  # in the table: its bytes left as of now
                 flow.remaining = self._table.remaining(flow.slot, now)
             self._unplace(flow)
         else:
@@ -716,15 +716,18 @@ class Fabric:
         """Take ``flow`` out of the flow table (at this flush's kernel call, or now if not yet added)."""
         slot = flow.slot
         del self._by_slot[slot]
-        for i, add in enumerate(self._adds):
-            if add[0] == slot:  # added in this same instant: never reached the table
-                del self._adds[i]
-                self._table.free.append(slot)
-                break
-        else:
+        i = self._pending_add(slot)
+        if i is None:
             self._removes.append(slot)
+        else:  # added in this same instant: it never reached the table
+            del self._adds[i]
+            self._table.free.append(slot)
         flow._rate = 0.0
         flow.tab, flow.slot = None, -1
+
+    def _pending_add(self, slot: int) -> int | None:
+        """Index in this instant's adds of the flow in ``slot``, if it has not reached the table yet."""
+        return next((i for i, add in enumerate(self._adds) if add[0] == slot), None)
 
     def _table_flush(self, seeds: set[int], now: float) -> None:
         """One kernel call: removes, adds, re-solve of the touched components, new link loads."""
