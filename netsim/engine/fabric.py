@@ -727,7 +727,10 @@ class Fabric:
 
     def _pending_add(self, slot: int) -> int | None:
         """Index in this instant's adds of the flow in ``slot``, if it has not reached the table yet."""
-        return next((i for i, add in enumerate(self._adds) if add[0] == slot), None)
+        adds = self._adds
+        if not adds:  # perf: the common case (completions are handled before this instant's adds)
+            return None
+        return next((i for i, add in enumerate(adds) if add[0] == slot), None)
 
     def _table_flush(self, seeds: set[int], now: float) -> None:
         """One kernel call: removes, adds, re-solve of the touched components, new link loads."""
