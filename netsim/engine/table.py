@@ -260,15 +260,21 @@ def _account(link, new, now, load, nominal, busy, link_t, peak, out_links, out_t
 def _push_finish(num, hkeys, hvals, stats, fin, slot):
     """Note ``slot``'s finish time in the completion heap (entries whose time no longer matches
     ``num[slot, FIN]`` are stale and skipped; a full heap is rebuilt from the live flows)."""
-    size = stats[4]
-    if size == hkeys.shape[0]:
-        size = 0
-        for s in range(num.shape[0]):
-            if num[s, FIN] < np.inf:
-                size = _heap_push(hkeys, hvals, size, num[s, FIN], s)
-        if size == hkeys.shape[0]:  # cannot happen: the heap holds >= 2 x slots
+    if stats[4] == hkeys.shape[0]:
+        _rebuild_heap(num, hkeys, hvals, stats)
+        if stats[4] == hkeys.shape[0]:  # cannot happen: the heap holds >= 2 x slots
             raise RuntimeError("completion heap too small")
-    stats[4] = _heap_push(hkeys, hvals, size, fin, slot)
+    stats[4] = _heap_push(hkeys, hvals, stats[4], fin, slot)
+
+
+@njit(cache=True, nogil=True)
+def _rebuild_heap(num, hkeys, hvals, stats):
+    """Refill the completion heap with the finish times of the flows in flight only."""
+    size = 0
+    for s in range(num.shape[0]):
+        if num[s, FIN] < np.inf:
+            size = _heap_push(hkeys, hvals, size, num[s, FIN], s)
+    stats[4] = size
 
 
 @njit(cache=True, nogil=True)
@@ -380,9 +386,7 @@ class FlowTable:
             self.free = list(range(2 * old - 1, old - 1, -1))
             # A bigger heap (it must hold >= 2 x slots), rebuilt from the flows in flight.
             self.hkeys, self.hvals = np.zeros(8 * old), np.zeros(8 * old, np.int64)
-            self.stats[4] = 0
-            for slot in np.flatnonzero(np.isfinite(self.num[:, FIN])).tolist():
-                self.stats[4] = _heap_push(self.hkeys, self.hvals, int(self.stats[4]), self.num[slot, FIN], slot)
+            _rebuild_heap(self.num, self.hkeys, self.hvals, self.stats)
         return self.free.pop()
 
     # ------------------------------------------------------------- the two kernels
@@ -434,7 +438,7 @@ class FlowTable:
 
     def remaining(self, slot: int, now: float) -> float:
         """Bytes the flow in ``slot`` has left at ``now``."""
-        cap, rate, rem, upd = self.num[slot, :4]
+        _cap, rate, rem, upd = self.num[slot, :4]
         return max(float(rem - rate * (now - upd)), 0.0)
 
 
