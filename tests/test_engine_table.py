@@ -25,8 +25,8 @@ faults = st.lists(st.tuples(st.floats(0, 0.3), st.integers(0, len(TOPO.links) - 
                             st.booleans()), max_size=4)
 
 
-def _run(msgs, fault_list, routing, seed, compiled):
-    env, fab = make_fabric(TOPO, seed=seed, routing=routing, compiled=compiled)
+def _run(msgs, fault_list, routing, seed, compiled, tolerance=1e-9):
+    env, fab = make_fabric(TOPO, seed=seed, routing=routing, compiled=compiled, completion_tolerance_s=tolerance)
     done = {}
 
     def sender(i, src, dst, size, start, channel):
@@ -52,17 +52,25 @@ def _run(msgs, fault_list, routing, seed, compiled):
     return done, fab
 
 
+# With a completion tolerance, flows finishing within it drain together, up to that much early;
+# which ones fall inside the window can differ by rounding between the paths (pruning keeps
+# finish times computed at an earlier instant), so each message may shift by up to the tolerance
+# per message before it. Hypothesis found such a case (a 0.5-byte split message: 2.5e-10 s).
+# With no tolerance the two paths must agree to 1e-9 relative.
+@pytest.mark.parametrize("tolerance", [0.0, 1e-9])
 @settings(max_examples=150, deadline=None)
-@given(messages, faults, st.sampled_from(["ecmp", "spray", "split"]), st.integers(0, 3))
-def test_compiled_and_python_engines_agree(msgs, fault_list, routing, seed):
-    done_py, fab_py = _run(msgs, fault_list, routing, seed, compiled=False)
-    done_c, fab_c = _run(msgs, fault_list, routing, seed, compiled=True)
+@given(msgs=messages, fault_list=faults, routing=st.sampled_from(["ecmp", "spray", "split"]),
+       seed=st.integers(0, 3))
+def test_compiled_and_python_engines_agree(tolerance, msgs, fault_list, routing, seed):
+    done_py, fab_py = _run(msgs, fault_list, routing, seed, compiled=False, tolerance=tolerance)
+    done_c, fab_c = _run(msgs, fault_list, routing, seed, compiled=True, tolerance=tolerance)
+    slack = tolerance * len(msgs)
     assert done_c.keys() == done_py.keys() == set(range(len(msgs)))
     for i in done_py:
-        assert done_c[i] == pytest.approx(done_py[i], rel=1e-9, abs=1e-15)
+        assert done_c[i] == pytest.approx(done_py[i], rel=1e-9, abs=max(slack, 1e-15))
     np.testing.assert_allclose(fab_c.link_bytes, fab_py.link_bytes, rtol=1e-9, atol=1e-3)
     np.testing.assert_allclose(fab_c.link_peak_util, fab_py.link_peak_util, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(fab_c.link_busy_s, fab_py.link_busy_s, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(fab_c.link_busy_s, fab_py.link_busy_s, rtol=1e-9, atol=max(slack, 1e-12))
     assert fab_c.active_flows == fab_c.undelivered == 0
     assert fab_c.stats["flows"] == fab_py.stats["flows"]
 
