@@ -5,6 +5,11 @@ sprayed routing: both engine paths must deliver every message at the same time (
 carry the same bytes on every link and report the same peaks.
 """
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -95,11 +100,6 @@ def test_table_grows_slots_rows_and_width():
 
 def test_without_numba_the_python_engine_and_numpy_solver_pass_the_golden_test():
     """The fallback for machines without numba: the whole engine in Python with the numpy solver."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "NETSIM_NO_NUMBA": "1"}
     check = ("from netsim.solver import COMPILED, DEFAULT_SOLVER; from netsim.engine.fabric import Fabric;"
@@ -117,3 +117,22 @@ def test_warm_up_compiles_and_caches_the_kernels():
 
     warm_up()
     assert kernels_cached()
+
+
+def test_kernel_older_than_the_solver_it_inlines_is_recompiled():
+    """numba only watches a kernel's own file: a table kernel cached before the last edit of the
+    solver module is dropped at import, and the next process compiles (and caches) it afresh."""
+    import netsim.solver.bottleneck as solver
+    from netsim.engine import table
+
+    table.warm_up()
+    index = Path(table._rebuild_heap._cache._cache_file._index_path)
+    assert index.is_file()
+    old = Path(solver.__file__).stat().st_mtime - 60
+    os.utime(index, (old, old))
+    table._drop_stale_kernels()
+    assert not index.is_file()
+    rebuild = ("import numpy as np; from netsim.engine import table; t = table.FlowTable(np.ones(2), slots=2);"
+               "table._rebuild_heap(t.num, t.hkeys, t.hvals, t.stats)")
+    subprocess.run([sys.executable, "-c", rebuild], check=True, cwd=Path(__file__).resolve().parent.parent)
+    assert index.is_file() and index.stat().st_mtime >= Path(solver.__file__).stat().st_mtime

@@ -140,7 +140,8 @@ def test_bottleneck_kernel_uncompiled_matches_compiled(fs):
     np.testing.assert_allclose(py(*args), _bottleneck(*args), rtol=1e-12)
 
 
-@pytest.mark.parametrize("n_flows, n_links, per", [(200, 40, 4), (3000, 300, 6)])
+# The last case spreads flows as adaptive dragonfly routing does: most links carry one flow.
+@pytest.mark.parametrize("n_flows, n_links, per", [(200, 40, 4), (3000, 300, 6), (60, 900, 19)])
 def test_bottleneck_agrees_on_large_random_incidences(n_flows, n_links, per):
     rng = np.random.default_rng(n_flows)
     ef = np.repeat(np.arange(n_flows), per)
@@ -150,6 +151,15 @@ def test_bottleneck_agrees_on_large_random_incidences(n_flows, n_links, per):
     caps = np.where(rng.random(n_flows) < 0.2, rng.uniform(0.001, 0.1, n_flows), np.inf)
     np.testing.assert_allclose(SOLVERS["bottleneck_filling"](ef, el, ew, capacity, n_flows, caps),
                                SOLVERS["progressive_filling"](ef, el, ew, capacity, n_flows, caps), rtol=1e-9)
+
+
+def test_private_link_caps_its_flow_and_frees_the_shared_one():
+    """A link only flow 0 crosses (capacity 2 at weight 0.5: rate 4, below the equal share 5) caps
+    it; flow 1 takes the rest of the shared link (10 - 4); flow 2's private link (capacity 0)
+    stops it."""
+    rates = SOLVERS["bottleneck_filling"](np.array([0, 0, 1, 2, 2]), np.array([0, 1, 1, 1, 2]),
+                                          np.array([0.5, 1.0, 1.0, 1.0, 1.0]), np.array([2.0, 10.0, 0.0]), 3)
+    assert rates.tolist() == [4.0, 6.0, 0.0]
 
 
 def test_zero_capacity_link_stops_its_flows():

@@ -456,6 +456,30 @@ def warm_up() -> None:
     table.drain(math.inf)
 
 
+def _drop_stale_kernels() -> None:
+    """Forget compiled table kernels older than the solver module they inline.
+
+    numba's on-disk cache checks only the kernel's own source file: after an edit of
+    :mod:`netsim.solver.bottleneck` alone it would load kernels built with the old solver.
+    """
+    import netsim.solver.bottleneck as solver
+
+    changed = Path(solver.__file__).stat().st_mtime
+    for kernel in (_flush_kernel, _drain_kernel, _push_finish, _rebuild_heap, _next):
+        try:
+            index = Path(kernel._cache._cache_file._index_path)
+        except AttributeError:  # no numba, or a numba without this cache layout
+            return
+        try:
+            if index.is_file() and index.stat().st_mtime < changed:
+                index.unlink()
+        except OSError:  # a read-only or shared cache: leave it to numba
+            pass
+
+
+_drop_stale_kernels()
+
+
 def kernels_cached() -> bool:
     """Whether numba has compiled the kernels on this machine before (a first run takes ~15 s)."""
     try:

@@ -99,16 +99,30 @@ def _bottleneck(entry_flow, entry_link, entry_weight, capacity, n_flows, caps, r
     level = np.full(n_links, np.inf)  # current fill level of each link (heap entries may be stale)
     heap_keys = np.empty(n_links + n_entries + 1)
     heap_vals = np.empty(n_links + n_entries + 1, np.int64)
+    for f in range(n_flows):
+        if f_start[f] == f_start[f + 1] and not caps[f] < np.inf:
+            raise ValueError("a flow that crosses no link needs a finite rate cap")
+    # perf: a link crossed once fills exactly when its one flow reaches capacity / weight: that
+    # is a cap on the flow, and the heap keeps only shared links (most links, when flows spread
+    # over many paths). Same rates: the flow freezes at the same value either way.
+    caps = caps.copy()
+    shared = np.zeros(n_links, np.bool_)
     size = 0
     for link in range(n_links):
-        if unfrozen_w[link] > 0:
+        if unfrozen_w[link] <= 0:
+            continue
+        if l_start[link + 1] - l_start[link] == 1:
+            solo = max(capacity[link], 0.0) / unfrozen_w[link]
+            f = l_flow[l_start[link]]
+            if solo < caps[f]:
+                caps[f] = solo
+            unfrozen_w[link] = 0.0
+        else:
+            shared[link] = True
             level[link] = max(capacity[link], 0.0) / unfrozen_w[link]
             size = _heap_push(heap_keys, heap_vals, size, level[link], link)
     rate = np.zeros(n_flows)
     frozen = np.zeros(n_flows, np.bool_)
-    for f in range(n_flows):
-        if f_start[f] == f_start[f + 1] and not caps[f] < np.inf:
-            raise ValueError("a flow that crosses no link needs a finite rate cap")
     by_cap = np.argsort(caps, kind="mergesort")
     next_cap = 0
     live = n_flows
@@ -148,6 +162,8 @@ def _bottleneck(entry_flow, entry_link, entry_weight, capacity, n_flows, caps, r
             rate[g] = r
             for k in range(f_start[g], f_start[g + 1]):
                 other = f_link[k]
+                if not shared[other]:
+                    continue
                 w = f_w[k]
                 frozen_load[other] += w * r
                 unfrozen_w[other] -= w
