@@ -18,6 +18,10 @@ every flow frozen there keeps its rate exactly. Only flows at or above it (and n
 re-solved, on the capacity the others leave, and only where they connect to a changed link.
 Faults and reroutes re-solve whole components.
 
+**Private links.** A link that one flow alone crosses (most of them, when adaptive routing spreads
+a message over several paths) joins no component: it caps that flow at capacity / weight, the
+value the solver would give it, and is accounted with the flow's new rate.
+
 Layout: flow ``slot`` has ``nl[slot]`` links in ``links[slot, :nl]`` with weights ``w[slot, :nl]``
 and its position in each link's row ``pos[slot, :nl]``; link ``l`` has ``cnt[l]`` flows in
 ``rows[l, :cnt]`` with their weights in ``roww[l, :cnt]``. ``num[slot]`` holds (cap, rate,
@@ -176,25 +180,34 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
                         other = links[f, k]
                         if stamp_l[other] != stamp:
                             stamp_l[other] = stamp
-                            stack[top] = other
-                            top += 1
+                            # perf: a link only f crosses joins no component and is no heap
+                            # entry: it caps f (below) and is accounted with f's rate
+                            if cnt[other] > 1:
+                                stack[top] = other
+                                top += 1
             kept[n_links] = fixed
             residual = capacity[link] - fixed
             cap_local[n_links] = residual if residual > 0.0 else 0.0
             loads[n_links] = fixed
             n_links += 1
+        # Private links (cnt 1) are not in the component: their capacity / weight caps their flow
+        # (what the solver would make of them too, to the bit).
         n_entries = 0
         for i in range(n):
             f = comp[i]
             rem = num[f, REM] - num[f, RATE] * (now - num[f, UPD])
             num[f, REM] = rem if rem > 0.0 else 0.0
             num[f, UPD] = now
-            n_entries += nl[f]
+            for k in range(nl[f]):
+                if cnt[links[f, k]] > 1:
+                    n_entries += 1
         if n == 1:
             f = comp[0]
             rate = num[f, CAP]
             for k in range(nl[f]):
-                solo = cap_local[local[links[f, k]]] / w[f, k]
+                link = links[f, k]
+                residual = cap_local[local[link]] if cnt[link] > 1 else max(capacity[link], 0.0)
+                solo = residual / w[f, k]
                 if solo < rate:
                     rate = solo
             num[f, RATE] = rate
@@ -206,12 +219,19 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
             e = 0
             for i in range(n):
                 f = comp[i]
-                caps[i] = num[f, CAP]
+                cap = num[f, CAP]
                 for k in range(nl[f]):
-                    ef[e] = i
-                    el[e] = local[links[f, k]]
-                    ew[e] = w[f, k]
-                    e += 1
+                    link = links[f, k]
+                    if cnt[link] > 1:
+                        ef[e] = i
+                        el[e] = local[link]
+                        ew[e] = w[f, k]
+                        e += 1
+                    elif w[f, k] > 0.0:
+                        solo = max(capacity[link], 0.0) / w[f, k]
+                        if solo < cap:
+                            cap = solo
+                caps[i] = cap
             rates = _bottleneck(ef, el, ew, cap_local[:n_links].copy(), n, caps, rtol)
             for i in range(n):
                 num[comp[i], RATE] = rates[i]
@@ -229,10 +249,17 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
             else:
                 num[f, FIN] = np.inf
             for k in range(nl[f]):
-                loads[local[links[f, k]]] += w[f, k] * rate
+                link = links[f, k]
+                if cnt[link] > 1:
+                    loads[local[link]] += w[f, k] * rate
+                elif w[f, k] * rate != load[link]:
+                    n_out = _account(link, w[f, k] * rate, now, load, nominal, busy, link_t, peak, out_links, out_t0,
+                                     out_old, n_out)
         for j in range(n_links):
             link = comp_links[j]
             local[link] = 0
+            if cnt[link] == 1 and stamp_f[rows[link, 0]] == stamp:
+                continue  # a seed private to a solved flow: accounted with it above
             if loads[j] != load[link]:  # an unchanged load needs no accounting
                 n_out = _account(link, loads[j], now, load, nominal, busy, link_t, peak, out_links, out_t0, out_old,
                                  n_out)
