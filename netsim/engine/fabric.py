@@ -243,8 +243,8 @@ class Fabric:
         self.queue_pairs: dict[Connection, int] = {}
         self.bytes_posted: defaultdict[Connection, float] = defaultdict(float)
         self.bytes_delivered: defaultdict[Connection, float] = defaultdict(float)
-        self.stats = {"flows": 0, "solver_calls": 0, "solved_flows": 0, "max_component": 0, "flushes": 0,
-                      "subflows": 0, "reroutes": 0}
+        self._stats = {"flows": 0, "solver_calls": 0, "solved_flows": 0, "max_component": 0, "flushes": 0,
+                       "subflows": 0, "reroutes": 0}
         # Offered load (what active messages would push if the core did not limit them) on
         # switch-to-switch links, under this policy and under ideal spraying of the same messages.
         self.track_congestion = track_congestion
@@ -344,6 +344,16 @@ class Fabric:
         return self._cap_arr.copy()
 
     @property
+    def stats(self) -> dict[str, int]:
+        """Counters: messages (``flows``), sub-flows, reroutes, flushes (instants with changes),
+        solver calls (components of more than one flow), flows re-solved, largest component."""
+        if self._table is not None:  # perf: read from the kernel's counters only when asked
+            counts = self._table.stats
+            self._stats["solver_calls"], self._stats["solved_flows"], self._stats["max_component"] = (
+                int(counts[1]), int(counts[2]), int(counts[3]))
+        return self._stats
+
+    @property
     def link_bytes(self) -> np.ndarray:
         """Bytes each link has carried (completed messages, and the carried part of rerouted ones)."""
         return np.array(self._bytes)
@@ -417,7 +427,7 @@ class Fabric:
     def _flush(self, _event: simpy.Event) -> None:
         """Apply this instant's completions, faults and new sends, then re-solve what they touched."""
         self._flush_armed = False
-        self.stats["flushes"] += 1
+        self._stats["flushes"] += 1
         now = self.env.now
         seeds: set[int] = set()
         drained, self._drained = self._drained, []
@@ -538,7 +548,7 @@ class Fabric:
         routes = self.routing.paths(conn)
         flow.routes = routes
         flow.t_upd = now
-        self.stats["flows"] += 1
+        self._stats["flows"] += 1
         split = self._independent and len(routes) > 1 and flow.size > 0
         if split and not self.track_congestion and self._unbounded is None:
             entry = None  # perf: the merged incidence of all sub-flows is not needed
@@ -569,7 +579,7 @@ class Fabric:
             child.parent, child.index, child.routes = flow, i, routes
             if self.track_congestion:
                 child.demand = flow.demand * frac
-            self.stats["subflows"] += 1
+            self._stats["subflows"] += 1
             self._place(child, self._incidence((conn, i), routes, i), now, seeds)
 
     def _place(self, flow: _Flow, entry: tuple, now: float, seeds: set[int]) -> None:
@@ -708,7 +718,7 @@ class Fabric:
         del self._flows[flow.fid]
         flow.version += 1  # its pending completion time is stale
         flow._rate = 0.0
-        self.stats["reroutes"] += 1
+        self._stats["reroutes"] += 1
         self._place(flow, entry, now, seeds)
 
     # ----------------------------------------------------------------- rates
@@ -743,9 +753,6 @@ class Fabric:
                                      table.out_old[:n].tolist()):
                 if old > 0:
                     series.add(link, t0, now, old)
-        stats, counts = self.stats, table.stats
-        stats["solver_calls"], stats["solved_flows"], stats["max_component"] = (
-            int(counts[1]), int(counts[2]), int(counts[3]))
 
     def _components(self, seeds: set[int]) -> list[list[_Flow]]:
         """The connected components (flows linked through shared links) that touch any seed link."""
@@ -799,7 +806,7 @@ class Fabric:
             for f, rate in zip(comp, rates):
                 for link, w in zip(f.link_list, f.weight_list):
                     loads[link] = loads.get(link, 0.0) + w * rate
-            self.stats["solver_calls"] += 1
+            self._stats["solver_calls"] += 1
             self._set_loads(loads.items(), now)
         else:
             all_links = np.concatenate([f.links for f in comp])
@@ -809,12 +816,12 @@ class Fabric:
             caps = np.array([f.cap for f in comp])
             rate_arr = self.solver(entry_f, local, entry_w, self._cap_arr[touched], n, caps)
             loads = np.bincount(local, weights=entry_w * rate_arr[entry_f], minlength=len(touched))
-            self.stats["solver_calls"] += 1
+            self._stats["solver_calls"] += 1
             rates = rate_arr.tolist()
             self._set_loads(zip(touched.tolist(), loads.tolist()), now)
-        self.stats["solved_flows"] += n
-        if n > self.stats["max_component"]:
-            self.stats["max_component"] = n
+        self._stats["solved_flows"] += n
+        if n > self._stats["max_component"]:
+            self._stats["max_component"] = n
         heap = self._heap
         for flow, rate in zip(comp, rates):
             flow._rate = rate

@@ -433,7 +433,10 @@ class FlowTable:
             add_int, add_num = self._one_add, self._one_num
             add_int[0, 0] = slot
             add_int[1, 0] = len(add_links)
-            add_num[:, 0] = cap, remaining, fid
+            # perf: three item writes (a tuple into a column converts it to an array first)
+            add_num[0, 0] = cap
+            add_num[1, 0] = remaining
+            add_num[2, 0] = fid
         elif adds:
             # perf: one transposition in C, then one numpy call per array
             slots, links, weights, caps, remaining, fids = zip(*adds)
