@@ -333,6 +333,8 @@ def _drain_kernel(num, horizon, hkeys, hvals, stats):
             num[slot, FIN] = np.inf  # CORRECTNESS: a drained flow is never drained again
     stats[4] = size
     found = found[:count]
+    if count < 2:  # perf: the common case needs no ordering
+        return found
     keys = keys[:count]
     fids = np.empty(count)
     for i in range(count):
