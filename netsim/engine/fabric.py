@@ -207,6 +207,7 @@ class Fabric:
         self._unbounded = unbounded_links
         self.topology = topology
         self.routing = routing
+        self._plan = getattr(routing, "plan", None)  # batch planner (Ethereal, C4P), if the policy has one
         self.solver = solver if solver is not None else SOLVERS[DEFAULT_SOLVER]
         self.tolerance_s = completion_tolerance_s
         self.record_flows = record_flows
@@ -438,15 +439,16 @@ class Fabric:
             for action in actions:
                 action(now, seeds)
         # Messages starting now: those behind a drained one on their connection, then new ones.
-        starting = self._starting + self._pending
-        self._starting, self._pending = [], []
-        plan = getattr(self.routing, "plan", None)
-        while starting:
-            if plan is not None:
-                plan([f.conn for f in starting])
-            for flow in starting:
-                self._admit(flow, now, seeds)
-            starting, self._starting = self._starting, []  # behind empty messages: start now too
+        if self._starting or self._pending:  # perf: a completion-only instant skips this
+            starting = self._starting + self._pending
+            self._starting, self._pending = [], []
+            plan = self._plan
+            while starting:
+                if plan is not None:
+                    plan([f.conn for f in starting])
+                for flow in starting:
+                    self._admit(flow, now, seeds)
+                starting, self._starting = self._starting, []  # behind empty messages: start now too
         if self._table is not None:
             if self._removes or self._adds or seeds:
                 self._table_flush(seeds, now)
