@@ -131,9 +131,13 @@ def _bottleneck(entry_flow, entry_link, entry_weight, capacity, n_flows, caps, r
         while next_cap < n_flows and frozen[by_cap[next_cap]]:
             next_cap += 1
         cap_level = caps[by_cap[next_cap]] if next_cap < n_flows else np.inf
-        # Drop stale heap entries (the link's level changed since, or it has no unfrozen flow).
+        # Stale heap entries: a link with no unfrozen flow is dropped; one whose level rose since
+        # (levels only rise: freezing a flow at t <= a link's level leaves it at least as high)
+        # goes back in at its current level. The top is then the lowest level of all.
         while size > 0 and (heap_keys[0] != level[heap_vals[0]] or unfrozen_w[heap_vals[0]] <= 0):
-            _k, _v, size = _heap_pop(heap_keys, heap_vals, size)
+            _k, stale, size = _heap_pop(heap_keys, heap_vals, size)
+            if unfrozen_w[stale] > 0 and level[stale] < np.inf:
+                size = _heap_push(heap_keys, heap_vals, size, level[stale], stale)
         link_level = heap_keys[0] if size > 0 else np.inf
         if cap_level <= link_level:
             # A flow reaching its cap first freezes alone (on a tie, the link follows at once).
@@ -171,8 +175,9 @@ def _bottleneck(entry_flow, entry_link, entry_weight, capacity, n_flows, caps, r
                     new = (capacity[other] - frozen_load[other]) / unfrozen_w[other]
                     if new < t:
                         new = t  # rounding: a level never goes below the current one
-                    level[other] = new
-                    size = _heap_push(heap_keys, heap_vals, size, new, other)
+                    if new < level[other]:  # rounding only: keep every heap key a lower bound
+                        size = _heap_push(heap_keys, heap_vals, size, new, other)
+                    level[other] = new  # perf: else its heap entry, lower, is refreshed when it surfaces
                 else:
                     unfrozen_w[other] = 0.0
                     level[other] = np.inf
