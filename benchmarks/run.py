@@ -100,7 +100,8 @@ def run_one(name: str) -> dict:
         **({"floor_s": round(floor, 2), "vs_floor": round(wall / floor, 2)} if floor else {}),
         "scenario": name, "gpus": n, "wall_s": round(wall, 2), "sim_collective_s": coll.duration_s,
         "slowdown_vs_nic_bound": coll.duration_s / ideal,
-        "flows": result.fabric.stats["flows"], "solver_calls": result.fabric.stats["solver_calls"],
+        "flows": result.fabric.stats["flows"], "subflows": result.fabric.stats["subflows"],
+        "solver_calls": result.fabric.stats["solver_calls"],
         "max_component": result.fabric.stats["max_component"], "events": result.events,
         "events_per_s": round(result.events / wall), "flows_per_s": round(result.fabric.stats["flows"] / wall),
         "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -131,6 +132,7 @@ def _row(name: str, gpus: int, wall: float, sim: float, result=None, **extra) ->
     events = result.events if result is not None else 0
     return {"scenario": name, "gpus": gpus, "wall_s": round(wall, 2), "sim_collective_s": sim,
             "slowdown_vs_nic_bound": float("nan"), "flows": fab.stats["flows"] if fab else 0,
+            "subflows": fab.stats["subflows"] if fab else 0,
             "solver_calls": fab.stats["solver_calls"] if fab else 0,
             "max_component": fab.stats["max_component"] if fab else 0, "events": events,
             "events_per_s": round(events / wall) if wall > 0 else 0,
@@ -229,7 +231,8 @@ def run_file(name: str, experiment: str, variant: str) -> dict:
     return {
         "scenario": name, "gpus": len(result.gpus), "wall_s": round(wall, 2),
         "sim_collective_s": result.iterations[0].duration_s, "slowdown_vs_nic_bound": float("nan"),
-        "flows": result.fabric.stats["flows"], "solver_calls": result.fabric.stats["solver_calls"],
+        "flows": result.fabric.stats["flows"], "subflows": result.fabric.stats["subflows"],
+        "solver_calls": result.fabric.stats["solver_calls"],
         "max_component": result.fabric.stats["max_component"], "events": result.events,
         "events_per_s": round(result.events / wall), "flows_per_s": round(result.fabric.stats["flows"] / wall),
         "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -244,8 +247,8 @@ def main(argv: list[str]) -> None:
     info = machine()
     print(f"machine: {platform.machine()}, {info['cpus']} cpus, python {info['python']}, numpy {info['numpy']}, "
           f"numba {info['numba']}, engine {info['engine']}")
-    header = ("scenario", "gpus", "wall_s", "sim_collective_s", "slowdown_vs_nic_bound", "flows", "solver_calls",
-              "max_component", "events", "events_per_s", "peak_rss_MiB")
+    header = ("scenario", "gpus", "wall_s", "sim_collective_s", "slowdown_vs_nic_bound", "flows", "subflows",
+              "solver_calls", "max_component", "events", "events_per_s", "peak_rss_MiB")
     print(" | ".join(header))
     rows = []
     out_file = Path(os.environ.get("NETSIM_BENCH_JSON", "benchmarks/last-run.json"))

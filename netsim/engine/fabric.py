@@ -23,8 +23,8 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from netsim.routing.base import Connection, RoutingPolicy, Routes
-from netsim.engine.table import RATE, FlowTable
+from netsim.routing.base import Connection, RoutingPolicy, Routes, Window
+from netsim.engine.table import FID, GRP, RATE, FlowTable
 from netsim.solver import COMPILED, DEFAULT_SOLVER, SOLVERS, progressive_filling_lists
 from netsim.topology import LINK_KINDS, Topology
 
@@ -69,7 +69,7 @@ class _Flow:
 
     __slots__ = ("fid", "conn", "size", "links", "weights", "link_list", "weight_list", "solo", "delay", "n_paths",
                  "cap", "start", "remaining", "_rate", "t_upd", "version", "event", "routes", "acct", "offered",
-                 "parent", "index", "pending", "arrive", "demand", "spray", "slot", "tab")
+                 "parent", "index", "pending", "arrive", "demand", "spray", "slot", "tab", "group", "fid0")
 
     def __init__(self, fid: int, conn: Connection, size: float, cap: float, start: float, event: simpy.Event | None):
         self.fid = fid
@@ -81,6 +81,7 @@ class _Flow:
         self._rate = 0.0
         self.tab: FlowTable | None = None  # the flow table holding its rate (compiled engine)
         self.slot = -1
+        self.group = -1  # the flow table's group holding its pieces (a split message, compiled engine)
         self.t_upd = start
         self.version = 0
         self.event = event
@@ -274,6 +275,15 @@ class Fabric:
         self._by_slot: dict[int, _Flow] = {}
         self._removes: list[int] = []
         self._adds: list[tuple] = []
+        # Split messages whose pieces live in the table as one group, with no Python object per
+        # piece: when the table runs and nothing needs per-piece bookkeeping (offered load, an
+        # ideal core). Their messages by group, this instant's adds, and their incidence per connection.
+        self._bulk_ok = (self._table is not None and self._independent and not track_congestion
+                         and unbounded_links is None)
+        self._groups: dict[int, _Flow] = {}
+        self._grouped = 0  # messages handed to the table as groups (for tests)
+        self._bulk: list[tuple] = []
+        self._bulk_cache: dict[Connection, tuple[Routes, tuple | None]] = {}
         self._next_t = math.inf
 
     # ----------------------------------------------------------------- public API
@@ -357,7 +367,7 @@ class Fabric:
     @property
     def link_bytes(self) -> np.ndarray:
         """Bytes each link has carried (completed messages, and the carried part of rerouted ones)."""
-        return np.array(self._bytes)
+        return self._table.link_bytes.copy() if self._table is not None else np.array(self._bytes)
 
     @property
     def link_busy_s(self) -> np.ndarray:
@@ -392,12 +402,13 @@ class Fabric:
     @property
     def active_flows(self) -> int:
         """Number of messages currently transmitting."""
-        return len({id(f.parent) if f.parent is not None else id(f) for f in self._flows.values()})
+        return len({id(f.parent) if f.parent is not None else id(f) for f in self._flows.values()}) + len(self._groups)
 
     @property
     def undelivered(self) -> int:
         """Messages posted but not yet drained (transmitting, queued, or about to start)."""
-        return len(self._flows) + len(self._pending) + len(self._starting) + sum(map(len, self._conn_queue.values()))
+        return (len(self._flows) + len(self._groups) + len(self._pending) + len(self._starting)
+                + sum(map(len, self._conn_queue.values())))
 
     def finalize(self) -> None:
         """Close link busy-time accounting at the current time (call once the simulation ended)."""
@@ -433,7 +444,10 @@ class Fabric:
         seeds: set[int] = set()
         drained, self._drained = self._drained, []
         for flow in drained:
-            self._complete(flow, now, seeds)
+            if flow.group < 0:
+                self._complete(flow, now, seeds)
+            else:
+                self._group_done(flow, now)
         if self._actions:
             actions, self._actions = self._actions, []
             for action in actions:
@@ -450,7 +464,7 @@ class Fabric:
                     self._admit(flow, now, seeds)
                 starting, self._starting = self._starting, []  # behind empty messages: start now too
         if self._table is not None:
-            if self._removes or self._adds or seeds:
+            if self._removes or self._adds or self._bulk or seeds or self._table.drained:
                 self._table_flush(seeds, now)
         elif seeds:
             self._resolve(seeds, now)
@@ -554,7 +568,7 @@ class Fabric:
         split = self._independent and len(routes) > 1 and flow.size > 0
         if split and not self.track_congestion and self._unbounded is None:
             entry = None  # perf: the merged incidence of all sub-flows is not needed
-            split = any(path for path, _frac in routes)
+            split = type(routes) is Window or any(path for path, _frac in routes)
         else:
             entry = self._incidence(conn, routes)
             split = split and bool(entry[2])
@@ -570,6 +584,8 @@ class Fabric:
         if not split:
             self._place(flow, entry if entry is not None else self._incidence(conn, routes), now, seeds)
             return
+        if self._bulk_ok and self._admit_group(flow, routes, n_sub):
+            return
         # CORRECTNESS: count every sub-flow before placing any: one that finishes at once (a
         # fraction of a tiny message rounds to 0 bytes) must not finish the message early.
         flow.pending, flow.arrive, flow.n_paths = sum(frac > 0 for _p, frac in routes), now, n_sub
@@ -583,6 +599,111 @@ class Fabric:
                 child.demand = flow.demand * frac
             self._stats["subflows"] += 1
             self._place(child, self._incidence((conn, i), routes, i), now, seeds)
+
+    def _admit_group(self, flow: _Flow, routes: Routes, n_sub: int) -> bool:
+        """Hand a split message's pieces to the table as one group (no object per piece); False if
+        a piece needs the per-piece path (one with no links, or a size that rounds to 0 bytes)."""
+        conn = flow.conn
+        cached = self._bulk_cache.get(conn)
+        if type(routes) is Window:
+            # perf: the pieces are consecutive paths of a base: slices of the base's cached incidence
+            base = routes.base
+            if cached is None or cached[0] is not base:
+                cached = self._bulk_cache[conn] = (base, self._window_incidence(conn, base))
+            entry = cached[1]
+            frac = routes.frac
+            if entry is None or not flow.size * frac > 0.0:
+                return False
+            links2, w2, nl2, fd2, offsets, width = entry
+            a, k = routes.at, len(routes)
+            lo, hi = offsets[a], offsets[a + k]
+            pieces = (links2[lo:hi], nl2[a:a + k], w2[lo:hi], fd2[:, a:a + k], k, range(k), width)
+            cap, size = flow.cap * frac, flow.size * frac  # the fraction is folded in: fd2[0] is 1.0
+        else:
+            if cached is None or not (cached[0] is routes or cached[0] == routes):
+                cached = self._bulk_cache[conn] = (routes, self._group_incidence(conn, routes))
+            pieces = cached[1]
+            if pieces is None or flow.size * pieces[5] == 0.0:
+                return False
+            pieces = pieces[:5] + pieces[6:]
+            cap, size = flow.cap, flow.size
+        links, nls, weights, fd, k, index, width = pieces
+        table = self._table
+        g = table.alloc_group()
+        # (a grouped message's ``index``: the route entry of each piece, by fid - fid0)
+        flow.group, flow.fid0, flow.index, flow.n_paths = g, self._next_fid, index, n_sub
+        self._groups[g] = flow
+        self._bulk.append((table.alloc_many(k, width), links, nls, weights, fd, k, cap, size, self._next_fid, g))
+        self._next_fid += k
+        self._stats["subflows"] += k
+        self._grouped += 1
+        return True
+
+    def _window_incidence(self, conn: Connection, base: tuple) -> tuple | None:
+        """Incidence of every path of ``base`` as one whole flow, laid out twice (a window that wraps
+        is one slice): (links, weights, links per path, (1.0, delay) per path, offset of each path's
+        links, most links); None if a path crosses no link."""
+        entries = [self._incidence((conn, 0), [(path, 1.0)], 0) for path in base]
+        if not all(e[2] for e in entries):
+            return None
+        entries = entries + entries
+        nls = np.array([len(e[2]) for e in entries], np.int64)
+        fd = np.array((np.ones(len(entries)), [e[4] for e in entries]), np.float64)
+        offsets = np.concatenate(([0], np.cumsum(nls))).tolist()
+        return (np.concatenate([e[0] for e in entries]), np.concatenate([e[1] for e in entries]), nls, fd, offsets,
+                int(nls.max()))
+
+    def _group_incidence(self, conn: Connection, routes: Routes) -> tuple | None:
+        """The pieces of ``routes`` with a positive fraction, for the table: (links concatenated, links
+        per piece, weights, (fraction, delay) per piece, pieces, least fraction, route index per
+        piece, most links); None if a piece crosses no link."""
+        entries, index = [], []
+        for i, (_path, frac) in enumerate(routes):
+            if frac > 0:
+                entry = self._incidence((conn, i), routes, i)
+                if not entry[2]:
+                    return None
+                entries.append((entry, frac))
+                index.append(i)
+        nls = np.array([len(e[2]) for e, _ in entries], np.int64)
+        fd = np.array(([frac for _, frac in entries], [e[4] for e, _ in entries]), np.float64)
+        return (np.concatenate([e[0] for e, _ in entries]), nls, np.concatenate([e[1] for e, _ in entries]), fd,
+                len(entries), float(fd[0].min()), index, int(nls.max()))
+
+    def _group_done(self, flow: _Flow, now: float) -> None:
+        """The last piece of the split message ``flow`` drained: deliver it."""
+        table = self._table
+        flow.arrive = float(table.groups[1, flow.group])
+        table.group_free.append(flow.group)
+        flow.group = -1
+        flow.delay = flow.arrive - now
+        self._finish(flow, now)
+        self._next_on_connection(flow.conn)
+
+    def _ungroup(self, now: float) -> None:
+        """Give every piece still in flight of a grouped message its own object (as if admitted one by
+        one), so that a reroute can move it."""
+        table = self._table
+        slots, gids = table.live_pieces()
+        for slot, g in zip(slots.tolist(), gids.tolist()):
+            parent = self._groups[g]
+            fid = int(table.num[slot, FID])
+            routes = parent.routes
+            i = parent.index[fid - parent.fid0]
+            frac = routes[i][1]
+            child = _Flow(fid, parent.conn, parent.size * frac, parent.cap * frac, parent.start, None)
+            child.parent, child.index, child.routes, child.t_upd = parent, i, routes, now
+            (child.links, child.weights, child.link_list, child.weight_list, child.delay, child.solo,
+             _n, _edge, _core) = self._incidence((parent.conn, i), routes, i)
+            child.slot, child.tab = slot, table
+            self._by_slot[slot] = child
+            self._flows[fid] = child
+        for g, parent in self._groups.items():
+            parent.pending, parent.arrive = int(table.groups[0, g]), float(table.groups[1, g])
+            parent.group = -1
+            table.group_free.append(g)
+        table.slot_int[GRP, slots] = 0
+        self._groups.clear()
 
     def _place(self, flow: _Flow, entry: tuple, now: float, seeds: set[int]) -> None:
         """Give ``flow`` the incidence ``entry`` and put it on its links (or finish it if it needs none)."""
@@ -603,7 +724,7 @@ class Fabric:
             slot = flow.slot = table.alloc(len(flow.link_list))
             flow.tab = table
             self._by_slot[slot] = flow
-            self._adds.append((slot, flow.links, flow.weights, flow.cap, flow.remaining, flow.fid))
+            self._adds.append((slot, flow.links, flow.weights, flow.cap, flow.remaining, flow.fid, flow.size - flow.acct))
             return
         for link in flow.link_list:
             self._link_flows[link].add(flow.fid)
@@ -612,14 +733,17 @@ class Fabric:
     def _complete(self, flow: _Flow, now: float, seeds: set[int]) -> None:
         del self._flows[flow.fid]
         if self._table is not None:
-            self._unplace(flow)
+            # Drained: the table counted its bytes and removes its slot at this flush.
+            del self._by_slot[flow.slot]
+            flow._rate = 0.0
+            flow.tab, flow.slot = None, -1
         else:
             for link in flow.link_list:
                 self._link_flows[link].discard(flow.fid)
             seeds.update(flow.link_list)
-        size, link_bytes = flow.size - flow.acct, self._bytes
-        for link, w in zip(flow.link_list, flow.weight_list):
-            link_bytes[link] += size * w
+            size, link_bytes = flow.size - flow.acct, self._bytes
+            for link, w in zip(flow.link_list, flow.weight_list):
+                link_bytes[link] += size * w
         if self.track_congestion:
             self._offer(flow.offered, flow.demand, -1.0, self._offer_pending)
         self._done(flow, now, seeds)
@@ -677,7 +801,10 @@ class Fabric:
         if changed is None:
             return
         changed(state)
+        if self._groups:
+            self._ungroup(now)
         self._routes_cache.clear()
+        self._bulk_cache.clear()
         updated: dict[int, tuple[_Flow, Routes]] = {}
         for flow in list(self._flows.values()):
             conn, parent = flow.conn, flow.parent
@@ -711,7 +838,7 @@ class Fabric:
             seeds.update(flow.link_list)
         flow.t_upd = now
         carried = flow.size - flow.remaining - flow.acct
-        link_bytes = self._bytes
+        link_bytes = self._bytes if self._table is None else self._table.link_bytes
         for link, w in zip(flow.link_list, flow.weight_list):
             link_bytes[link] += carried * w
         flow.acct += carried
@@ -747,8 +874,8 @@ class Fabric:
     def _table_flush(self, seeds: set[int], now: float) -> None:
         """One kernel call: removes, adds, re-solve of the touched components, new link loads."""
         table = self._table
-        n, self._next_t = table.flush(self._removes, self._adds, seeds, now)
-        self._removes, self._adds = [], []
+        n, self._next_t = table.flush(self._removes, self._adds, self._bulk, seeds, now)
+        self._removes, self._adds, self._bulk = [], [], []
         series = self.link_series
         if series is not None and n:
             for link, t0, old in zip(table.out_links[:n].tolist(), table.out_t0[:n].tolist(),
@@ -892,10 +1019,12 @@ class Fabric:
         self._timer_at = math.inf
         horizon = self.env.now + self.tolerance_s
         if self._table is not None:
-            slots = self._table.drain(horizon)
-            if len(slots):
-                by_slot = self._by_slot
-                self._drained.extend([by_slot[s] for s in slots.tolist()])
+            codes = self._table.drain(horizon, self.env.now)
+            if len(codes):
+                by_slot, groups = self._by_slot, self._groups
+                self._drained.extend([by_slot[c] if c >= 0 else groups.pop(-c - 1) for c in codes.tolist()])
+                self._flush_drained()
+            elif self._table.drained:  # pieces drained, no message complete: remove them now
                 self._flush_drained()
             else:
                 self._arm_timer()

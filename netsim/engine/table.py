@@ -31,18 +31,22 @@ remaining, updated at, finish time, fid). Slots, rows and widths grow by doublin
 from __future__ import annotations
 
 import math
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
 
 from netsim.solver.bottleneck import _bottleneck, _heap_pop, _heap_push, njit
 
-CAP, RATE, REM, UPD, FIN, FID = range(6)
+CAP, RATE, REM, UPD, FIN, FID, BYTES, DELAY = range(8)
+#: Group row of a slot (``slot_int[GRP]``): 0 for a whole message, g + 1 for a piece of message
+#: group g still in flight, -1 for a piece that drained (until the next flush removes it).
+GRP = 3
 
 
 @njit(cache=True, nogil=True)
 def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, scratch, hkeys, hvals, stats,
-                  removes, add_int, add_links, add_w, add_num, extra_seeds, now, rtol, prune):
+                  removes, add_int, add_links, add_w, add_num, bulk, piece_fd, groups, extra_seeds, now, rtol, prune):
     """Apply removes and adds, re-solve what they touch and account the links whose load changed
     (``load``, ``busy``, ``link_t``, ``peak``); returns (n_out, next finish time) with those links in
     ``out_links`` and the interval each closed (start ``out_t0``, load ``out_old``), or
@@ -52,7 +56,7 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
     re-solved (see :class:`FlowTable`); the others keep their rates and count as fixed load.
     """
     # perf: few arguments (numba unboxes each one on every call); the named rows are views
-    nl, stamp_f, stamp_new = slot_int[0], slot_int[1], slot_int[2]
+    nl, stamp_f, stamp_new, grp = slot_int[0], slot_int[1], slot_int[2], slot_int[GRP]
     cnt, stamp_l, local, out_links = link_int[0], link_int[1], link_int[2], link_int[3]
     capacity, load, nominal, busy, link_t, peak = (link_flt[0], link_flt[1], link_flt[2], link_flt[3], link_flt[4],
                                                    link_flt[5])
@@ -106,42 +110,67 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
                         break
             cnt[link] = c
         nl[r] = 0
+        grp[r] = 0
         num[r, RATE] = 0.0
         num[r, FIN] = np.inf
-    # Phase 2: adds.
+    # Phase 2: adds: whole messages (add_num: cap, remaining, fid, bytes), then the pieces of the
+    # split messages in ``bulk`` (k, cap, size, first fid, group), each a fraction of its message.
     off = 0
-    for i in range(add_slots.shape[0]):
+    n_single = add_num.shape[1]
+    for i in range(n_single):
         s = add_slots[i]
         n = add_nl[i]
+        n_seeds = _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, n_seeds)
         nl[s] = n
-        for k in range(n):
-            link = add_links[off + k]
-            links[s, k] = link
-            w[s, k] = add_w[off + k]
-            c = cnt[link]
-            rows[link, c] = s
-            roww[link, c] = add_w[off + k]
-            pos[s, k] = c
-            cnt[link] = c + 1
-            seeds[n_seeds] = link
-            n_seeds += 1
         num[s, CAP] = add_num[0, i]
         num[s, RATE] = 0.0
         num[s, REM] = add_num[1, i]
         num[s, UPD] = now
         num[s, FIN] = np.inf
         num[s, FID] = add_num[2, i]
+        num[s, BYTES] = add_num[3, i]
+        num[s, DELAY] = 0.0
+        grp[s] = 0
         stamp_new[s] = stamp
         off += n
+    i = n_single
+    for b in range(bulk.shape[1]):
+        k = int(bulk[0, b])
+        cap, size, fid0, g = bulk[1, b], bulk[2, b], bulk[3, b], int(bulk[4, b])
+        groups[0, g] = k
+        groups[1, g] = now
+        for j in range(k):
+            s = add_slots[i]
+            n = add_nl[i]
+            n_seeds = _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, n_seeds)
+            nl[s] = n
+            frac = piece_fd[0, i - n_single]
+            num[s, CAP] = cap * frac
+            num[s, RATE] = 0.0
+            num[s, REM] = size * frac
+            num[s, UPD] = now
+            num[s, FIN] = np.inf
+            num[s, FID] = fid0 + j
+            num[s, BYTES] = size * frac
+            num[s, DELAY] = piece_fd[1, i - n_single]
+            grp[s] = g + 1
+            stamp_new[s] = stamp
+            off += n
+            i += 1
     if level > 0.0:
         for i in range(add_links.shape[0]):
             link = add_links[i]
+            if local[link] != 0:
+                continue  # perf: a link several added flows cross (a split message's NIC port) once
+            local[link] = 1
             total = 0.0
             for j in range(cnt[link]):
                 total += roww[link, j]
             share = capacity[link] / total
             if share < level:
                 level = share
+        for i in range(add_links.shape[0]):
+            local[add_links[i]] = 0
     # Flows below the level keep their rates (margin: the solver's tolerance).
     keep_below = level * (1.0 - 1e-7) if level > 0.0 else 0.0
     # Phase 3: the parts of the contention graph the seeds touch, each solved whole.
@@ -267,6 +296,23 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
 
 
 @njit(cache=True, nogil=True)
+def _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, n_seeds):
+    """Put slot ``s`` on its ``n`` links (``add_links[off:off + n]``), seeding each; returns the seed count."""
+    for k in range(n):
+        link = add_links[off + k]
+        links[s, k] = link
+        w[s, k] = add_w[off + k]
+        c = cnt[link]
+        rows[link, c] = s
+        roww[link, c] = add_w[off + k]
+        pos[s, k] = c
+        cnt[link] = c + 1
+        seeds[n_seeds] = link
+        n_seeds += 1
+    return n_seeds
+
+
+@njit(cache=True, nogil=True)
 def _account(link, new, now, load, nominal, busy, link_t, peak, out_links, out_t0, out_old, n_out):
     """``link`` changes load: close its busy interval, note the interval, raise its peak."""
     old = load[link]
@@ -315,8 +361,13 @@ def _next(num, hkeys, hvals, stats):
 
 
 @njit(cache=True, nogil=True)
-def _drain_kernel(num, horizon, hkeys, hvals, stats):
-    """Slots finishing by ``horizon``, in (finish time, fid) order; they are never drained again."""
+def _drain_kernel(num, horizon, now, hkeys, hvals, stats, slot_int, links, w, link_bytes, groups):
+    """Drain the slots finishing by ``horizon``, in (finish time, fid) order; they are never drained again.
+
+    Each drained slot's bytes go onto its links' byte counters. Returns (completions, drained
+    slots): a whole message's slot, or ``-(g + 1)`` when the last piece of message group ``g``
+    drained (its pieces' latest arrival, ``now`` + their delays, is in ``groups[1, g]``).
+    """
     size = stats[4]
     found = np.empty(16, np.int64)
     keys = np.empty(16)
@@ -333,15 +384,35 @@ def _drain_kernel(num, horizon, hkeys, hvals, stats):
             num[slot, FIN] = np.inf  # CORRECTNESS: a drained flow is never drained again
     stats[4] = size
     found = found[:count]
-    if count < 2:  # perf: the common case needs no ordering
-        return found
-    keys = keys[:count]
-    fids = np.empty(count)
+    if count > 1:
+        keys = keys[:count]
+        fids = np.empty(count)
+        for i in range(count):
+            fids[i] = num[found[i], FID]
+        order = np.argsort(fids, kind="mergesort")
+        order = order[np.argsort(keys[order], kind="mergesort")]
+        found = found[order]
+    nl, grp = slot_int[0], slot_int[GRP]
+    codes = np.empty(count, np.int64)
+    n_codes = 0
     for i in range(count):
-        fids[i] = num[found[i], FID]
-    order = np.argsort(fids, kind="mergesort")
-    order = order[np.argsort(keys[order], kind="mergesort")]
-    return found[order]
+        s = found[i]
+        carried = num[s, BYTES]
+        for k in range(nl[s]):
+            link_bytes[links[s, k]] += carried * w[s, k]
+        g = grp[s]
+        if g > 0:
+            grp[s] = -1
+            g -= 1
+            groups[0, g] -= 1
+            groups[1, g] = max(groups[1, g], now + num[s, DELAY])
+            if groups[0, g] == 0:
+                codes[n_codes] = -(g + 1)
+                n_codes += 1
+        else:
+            codes[n_codes] = s
+            n_codes += 1
+    return codes[:n_codes], found
 
 
 class FlowTable:
@@ -350,11 +421,12 @@ class FlowTable:
     def __init__(self, capacity_Bps: np.ndarray, nominal_Bps: np.ndarray | None = None, slots: int = 1024,
                  width: int = 8, row: int = 4, rtol: float = 1e-9, prune: bool = True):
         n_links = len(capacity_Bps)
-        # Per link, floats: capacity, load, nominal, busy, link_t, peak, out_t0, out_old and three
-        # scratch rows; ints: cnt, stamp_l, local, out_links. Per slot, ints: nl, stamp_f, stamp_new.
-        self.link_flt = np.zeros((11, n_links))
+        # Per link, floats: capacity, load, nominal, busy, link_t, peak, out_t0, out_old, three
+        # scratch rows, bytes carried; ints: cnt, stamp_l, local, out_links. Per slot, ints: nl,
+        # stamp_f, stamp_new, group (see GRP).
+        self.link_flt = np.zeros((12, n_links))
         self.link_int = np.zeros((4, n_links), np.int64)
-        self.slot_int = np.zeros((3, slots), np.int64)
+        self.slot_int = np.zeros((4, slots), np.int64)
         self.link_flt[0] = capacity_Bps
         self.link_flt[2] = capacity_Bps if nominal_Bps is None else nominal_Bps
         self._views()
@@ -364,8 +436,13 @@ class FlowTable:
         self.links = np.zeros((slots, width), np.int64)
         self.w = np.zeros((slots, width))
         self.pos = np.zeros((slots, width), np.int64)
-        self.num = np.zeros((slots, 6))
+        self.num = np.zeros((slots, 8))
         self.num[:, FIN] = np.inf
+        #: Per message group (a split message whose pieces are slots): pieces in flight, latest arrival.
+        self.groups = np.zeros((2, 64))
+        self.group_free = list(range(63, -1, -1))
+        #: Slots drained since the last flush (arrays, in drain order): the next flush removes them.
+        self.drained: list[np.ndarray] = []
         self.rows = np.zeros((n_links, row), np.int64)
         self.roww = np.zeros((n_links, row))
         # seeds, component flows, BFS stack, component links: each at most max(links, slots) long
@@ -379,10 +456,12 @@ class FlowTable:
         self._empty = np.zeros(0, np.int64)
         self._empty2 = np.zeros((2, 0), np.int64)
         self._empty_w = np.zeros(0)
-        self._empty_num = np.zeros((3, 0))
+        self._empty_num = np.zeros((4, 0))
+        self._empty_bulk = np.zeros((5, 0))
+        self._empty_fd = np.zeros((2, 0))
         self._one = np.zeros(1, np.int64)
         self._one_add = np.zeros((2, 1), np.int64)
-        self._one_num = np.zeros((3, 1))
+        self._one_num = np.zeros((4, 1))
 
     def _views(self) -> None:
         #: Current capacity of each link (faults write into it), and nominal capacity.
@@ -392,62 +471,117 @@ class FlowTable:
         self.load, self.busy, self.link_t, self.peak = (self.link_flt[1], self.link_flt[3], self.link_flt[4],
                                                         self.link_flt[5])
         self.out_t0, self.out_old, self.out_links = self.link_flt[6], self.link_flt[7], self.link_int[3]
+        #: Bytes each link carried: drained flows' bytes (added when they drain), and what the
+        #: Fabric adds for rerouted ones.
+        self.link_bytes = self.link_flt[11]
         self.nl = self.slot_int[0]
 
     # ------------------------------------------------------------- growth
     def alloc(self, n_links: int) -> int:
         """A free slot for a flow crossing ``n_links`` links (growing the arrays if needed)."""
+        if n_links > self.links.shape[1] or not self.free:
+            self._reserve(1, n_links)
+        return self.free.pop()
+
+    def alloc_many(self, k: int, n_links: int) -> list[int]:
+        """``k`` free slots for flows of at most ``n_links`` links each."""
+        free = self.free
+        if n_links > self.links.shape[1] or len(free) < k:
+            self._reserve(k, n_links)
+            free = self.free
+        out = free[-k:][::-1]  # the order k calls of alloc would give
+        del free[-k:]
+        return out
+
+    def _reserve(self, k: int, n_links: int) -> None:
+        """Widen the per-slot link arrays to ``n_links`` and double the slots until ``k`` are free."""
         if n_links > self.links.shape[1]:
             width = max(n_links, 2 * self.links.shape[1])
             self.links = _widen(self.links, width)
             self.w = _widen(self.w, width)
             self.pos = _widen(self.pos, width)
-        if not self.free:
+        while len(self.free) < k:
             old = len(self.nl)
             self.slot_int = np.concatenate([self.slot_int, np.zeros_like(self.slot_int)], axis=1)
             self._views()
             self.links = np.concatenate([self.links, np.zeros_like(self.links)])
             self.w = np.concatenate([self.w, np.zeros_like(self.w)])
             self.pos = np.concatenate([self.pos, np.zeros_like(self.pos)])
-            extra = np.zeros((old, 6))
+            extra = np.zeros((old, 8))
             extra[:, FIN] = np.inf
             self.num = np.concatenate([self.num, extra])
-            self.free = list(range(2 * old - 1, old - 1, -1))
+            self.free = list(range(2 * old - 1, old - 1, -1)) + self.free
             # A bigger heap (it must hold >= 2 x slots), rebuilt from the flows in flight.
             self.hkeys, self.hvals = np.zeros(8 * old), np.zeros(8 * old, np.int64)
             _rebuild_heap(self.num, self.hkeys, self.hvals, self.stats)
-        return self.free.pop()
+
+    def alloc_group(self) -> int:
+        """A free message group id (growing the group arrays if needed)."""
+        if not self.group_free:
+            old = self.groups.shape[1]
+            self.groups = np.concatenate([self.groups, np.zeros_like(self.groups)], axis=1)
+            self.group_free = list(range(2 * old - 1, old - 1, -1))
+        return self.group_free.pop()
+
+    def live_pieces(self) -> tuple[np.ndarray, np.ndarray]:
+        """(slot, group) of every piece of a message group still in flight."""
+        grp = self.slot_int[GRP]
+        slots = np.flatnonzero(grp > 0)
+        return slots, grp[slots] - 1
 
     # ------------------------------------------------------------- the two kernels
-    def flush(self, removes: list[int], adds: list[tuple[int, np.ndarray, np.ndarray, float, float, int]],
-              extra_seeds, now: float) -> tuple[int, float]:
-        """Remove the slots ``removes``, add ``adds`` (slot, links, weights, cap, remaining bytes, fid),
-        re-solve what they and ``extra_seeds`` touch and account the link loads that changed; returns
-        (n, next finish time) with those links in ``out_links[:n]`` and the intervals they closed in
-        ``out_t0[:n]``, ``out_old[:n]``. The removed slots are free again afterwards."""
-        if len(removes) == 1:
+    def flush(self, removes: list[int], adds: list[tuple[int, np.ndarray, np.ndarray, float, float, int, float]],
+              bulk: list[tuple], extra_seeds, now: float) -> tuple[int, float]:
+        """One instant's changes, in one kernel call; returns (n, next finish time).
+
+        Removes the slots drained since the last flush (:meth:`drain`), then ``removes``; adds
+        the whole messages ``adds`` (slot, links, weights, cap, remaining bytes, fid, bytes to
+        count on the links when it drains) and the split messages ``bulk`` (slots, their links
+        concatenated, links per piece, (fraction, delay) per piece, pieces, cap, size, first fid,
+        group): piece ``j`` gets the fraction of the message's cap and size and fid + j. Re-solves
+        what the changes and ``extra_seeds`` touch and accounts the link loads that changed: those
+        links in ``out_links[:n]``, the intervals they closed in ``out_t0[:n]``, ``out_old[:n]``.
+        The removed slots are free again afterwards.
+        """
+        drained = self.drained
+        if drained:
+            parts = drained + [np.array(removes, np.int64)] if removes else drained
+            rem = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            self.drained = []
+        elif len(removes) == 1:
             rem = self._one
             rem[0] = removes[0]
         else:
             rem = np.array(removes, np.int64) if removes else self._empty
         if len(adds) == 1:
-            slot, add_links, add_w, cap, remaining, fid = adds[0]
+            slot, add_links, add_w, cap, remaining, fid, carried = adds[0]
             add_int, add_num = self._one_add, self._one_num
             add_int[0, 0] = slot
             add_int[1, 0] = len(add_links)
-            # perf: three item writes (a tuple into a column converts it to an array first)
+            # perf: item writes (a tuple into a column converts it to an array first)
             add_num[0, 0] = cap
             add_num[1, 0] = remaining
             add_num[2, 0] = fid
+            add_num[3, 0] = carried
         elif adds:
             # perf: one transposition in C, then one numpy call per array
-            slots, links, weights, caps, remaining, fids = zip(*adds)
+            slots, links, weights, caps, remaining, fids, carried = zip(*adds)
             add_int = np.array((slots, tuple(map(len, links))), np.int64)
             add_links = np.concatenate(links)
             add_w = np.concatenate(weights)
-            add_num = np.array((caps, remaining, fids), np.float64)
+            add_num = np.array((caps, remaining, fids, carried), np.float64)
         else:
             add_int, add_links, add_w, add_num = self._empty2, self._empty, self._empty_w, self._empty_num
+        if bulk:
+            b_slots, b_links, b_nl, b_w, b_fd, *head = zip(*bulk)
+            piece_int = np.array((np.fromiter(chain.from_iterable(b_slots), np.int64), np.concatenate(b_nl)))
+            add_int = np.concatenate((add_int, piece_int), axis=1) if adds else piece_int
+            add_links = np.concatenate((add_links, *b_links)) if adds else np.concatenate(b_links)
+            add_w = np.concatenate((add_w, *b_w)) if adds else np.concatenate(b_w)
+            piece_fd = np.concatenate(b_fd, axis=1)
+            head = np.array(head, np.float64)
+        else:
+            head, piece_fd = self._empty_bulk, self._empty_fd
         seeds = np.fromiter(extra_seeds, np.int64, len(extra_seeds)) if extra_seeds else self._empty
         need = len(seeds) + len(add_links) + len(rem) * self.links.shape[1]
         if need > self.scratch.shape[1] or len(self.nl) > self.scratch.shape[1]:
@@ -455,18 +589,25 @@ class FlowTable:
         while True:
             n_out, t_next = _flush_kernel(self.slot_int, self.links, self.w, self.pos, self.num, self.rows, self.roww,
                                           self.link_int, self.link_flt, self.scratch, self.hkeys, self.hvals,
-                                          self.stats, rem, add_int, add_links, add_w, add_num, seeds, now, self.rtol,
-                                          self.prune)
+                                          self.stats, rem, add_int, add_links, add_w, add_num, head, piece_fd,
+                                          self.groups, seeds, now, self.rtol, self.prune)
             if n_out >= 0:
                 break
             width = max(-n_out, 2 * self.rows.shape[1])
             self.rows, self.roww = _widen(self.rows, width), _widen(self.roww, width)
-        self.free.extend(removes)
+        self.free.extend(rem.tolist() if drained else removes)
         return n_out, t_next
 
-    def drain(self, horizon: float) -> np.ndarray:
-        """Slots whose flows finish by ``horizon`` (finish-time then fid order), marked drained."""
-        return _drain_kernel(self.num, horizon, self.hkeys, self.hvals, self.stats)
+    def drain(self, horizon: float, now: float) -> np.ndarray:
+        """Drain the flows that finish by ``horizon`` (finish-time then fid order) and count their
+        bytes on their links; returns the completions: a whole message's slot, or ``-(g + 1)``
+        when the last piece of group ``g`` drained (arriving at ``groups[1, g]``). The next
+        :meth:`flush` removes the drained slots."""
+        codes, slots = _drain_kernel(self.num, horizon, now, self.hkeys, self.hvals, self.stats, self.slot_int,
+                                     self.links, self.w, self.link_bytes, self.groups)
+        if len(slots):
+            self.drained.append(slots)
+        return codes
 
     def remaining(self, slot: int, now: float) -> float:
         """Bytes the flow in ``slot`` has left at ``now``."""
@@ -483,9 +624,9 @@ def _widen(a: np.ndarray, width: int) -> np.ndarray:
 def warm_up() -> None:
     """Compile the kernels now (or load them from numba's on-disk cache): a tiny flush and drain."""
     table = FlowTable(np.ones(3), slots=2)
-    table.flush([], [(0, np.array([0, 1]), np.array([1.0, 0.5]), math.inf, 1.0, 0),
-                     (1, np.array([1, 2]), np.ones(2), 5.0, 1.0, 1)], set(), 0.0)
-    table.drain(math.inf)
+    table.flush([], [(0, np.array([0, 1]), np.array([1.0, 0.5]), math.inf, 1.0, 0, 1.0),
+                     (1, np.array([1, 2]), np.ones(2), 5.0, 1.0, 1, 1.0)], [], set(), 0.0)
+    table.drain(math.inf, 0.0)
 
 
 def _drop_stale_kernels() -> None:

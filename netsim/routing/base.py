@@ -43,6 +43,56 @@ class Connection(NamedTuple):
 Routes = list[tuple[tuple[int, ...], float]]
 
 
+class Window:
+    """Routes that are ``k`` consecutive paths of ``base`` (wrapping around), each with fraction ``frac``.
+
+    Reads like the list of (path, fraction) entries it stands for (length, indexing, iteration,
+    equality) without building it; the engine uses the structure to hand a split message's pieces
+    to its flow table as slices of one cached incidence per ``base``.
+
+    >>> w = Window((("a",), ("b",), ("c",)), at=2, k=2, frac=0.5)
+    >>> list(w), len(w), w[1]
+    ([(('c',), 0.5), (('a',), 0.5)], 2, (('a',), 0.5))
+    >>> w == [(("c",), 0.5), (("a",), 0.5)]
+    True
+    """
+
+    __slots__ = ("at", "base", "frac", "k")
+    __hash__ = None  # like a list
+
+    def __init__(self, base: tuple, at: int, k: int, frac: float):
+        self.base, self.at, self.k, self.frac = base, at % len(base), k, frac
+
+    def __len__(self) -> int:
+        return self.k
+
+    def __getitem__(self, j):
+        if isinstance(j, slice):
+            return [self[i] for i in range(*j.indices(self.k))]
+        if j < 0:
+            j += self.k
+        if not 0 <= j < self.k:
+            raise IndexError("window index out of range")
+        base = self.base
+        return base[(self.at + j) % len(base)], self.frac
+
+    def __iter__(self):
+        base, s, frac = self.base, len(self.base), self.frac
+        return ((base[(self.at + j) % s], frac) for j in range(self.k))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Window):
+            if other.base is self.base:
+                return (self.at, self.k, self.frac) == (other.at, other.k, other.frac)
+            return list(self) == list(other)
+        if isinstance(other, list):
+            return list(self) == other
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"Window({list(self)!r})"
+
+
 @runtime_checkable
 class RoutingPolicy(Protocol):
     """What every routing policy provides.

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from functools import lru_cache
 
 import numpy as np
 
-from netsim.routing.base import ROUTING, Connection, PolicyBase, Routes, option_time
+from netsim.routing.base import ROUTING, Connection, PolicyBase, Routes, Window, option_time
 from netsim.topology import LINK_KINDS, Topology
 
 #: Link kinds that distinguish one "uplink" choice from another: the sender's NIC port and the core.
@@ -64,6 +65,12 @@ def min_split(n: int, s: int) -> list[list[tuple[int, float]]]:
     return out
 
 
+@lru_cache(maxsize=4096)
+def _split(splitter, n: int, s: int) -> list[list[tuple[int, float]]]:
+    """``splitter(n, s)``, computed once per (n, s) (callers only read it)."""
+    return splitter(n, s)
+
+
 @ROUTING.register("ethereal")
 class Ethereal(PolicyBase):
     """Ethereal's per-NIC batch planning (module docstring), with failed-path exclusion.
@@ -84,6 +91,8 @@ class Ethereal(PolicyBase):
 
     independent = True
     splitter = staticmethod(equal_split)
+    #: The splitter gives every flow consecutive uplinks with one fraction: routes are Windows.
+    windows = True
 
     def __init__(self, topology: Topology, rng: np.random.Generator | None = None, detection: str | float = "1ms"):
         super().__init__()
@@ -93,15 +102,20 @@ class Ethereal(PolicyBase):
         self._options: dict[tuple[int, int], tuple[tuple, dict]] = {}
         self._routes: dict[Connection, Routes] = {}
         self._cursor: defaultdict[tuple, int] = defaultdict(int)
+        self._keys: dict[tuple, tuple] = {}  # one object per distinct uplink set (grouped by identity)
 
-    def options(self, src: int, dst: int, tcp: bool = False) -> tuple[tuple, dict]:
-        """(sorted uplink keys, key -> path) of a GPU pair; a key is the path's NIC port and core links."""
+    def options(self, src: int, dst: int, tcp: bool = False) -> tuple[tuple, dict, tuple]:
+        """(sorted uplink keys, key -> path, the paths in key order) of a GPU pair; a key is the path's
+        NIC port and core links."""
         cached = self._options.get((src, dst, tcp))
         if cached is None:
             by_key: dict[tuple, tuple[int, ...]] = {}
             for path in self.topology.paths(src, dst, tcp):
                 by_key.setdefault(tuple(lk for lk in path if self._choice[lk]), path)
-            cached = self._options[(src, dst, tcp)] = (tuple(sorted(by_key)), by_key)
+            keys = tuple(sorted(by_key))
+            keys = self._keys.setdefault(keys, keys)
+            base = tuple(by_key[k] for k in keys)
+            cached = self._options[(src, dst, tcp)] = (keys, by_key, base)
         return cached
 
     def _live_keys(self, keys: tuple) -> tuple:
@@ -112,21 +126,40 @@ class Ethereal(PolicyBase):
 
     def plan(self, connections: list[Connection]) -> None:
         """Plan one instant's sends: per (sender NIC, destination uplink set), the split construction."""
-        groups: defaultdict[tuple, list[Connection]] = defaultdict(list)
+        groups: dict[tuple, tuple[tuple, list[Connection]]] = {}
+        nic_of, options = self.topology.nic_of, self.options
         for conn in dict.fromkeys(connections):
-            keys, _ = self.options(conn.src, conn.dst, conn.tcp)
-            groups[(self.topology.nic_of(conn.src), keys)].append(conn)
-        for (nic, keys), conns in groups.items():
+            keys = options(conn.src, conn.dst, conn.tcp)[0]
+            group = (nic_of(conn.src), id(keys))  # perf: uplink sets are interned (see options)
+            entry = groups.get(group)
+            if entry is None:
+                groups[group] = (keys, [conn])
+            else:
+                entry[1].append(conn)
+        for (nic, _id), (keys, conns) in groups.items():
             live = self._live_keys(keys)
             s = len(live)
-            conns.sort(key=lambda c: (c.dst, c.channel, c.job, c.comm))
+            if len(conns) > 1:
+                conns.sort(key=lambda c: (c.dst, c.channel, c.job, c.comm))
             start = self._cursor[(nic, keys)]
-            for conn, pieces in zip(conns, self.splitter(len(conns), s)):
-                by_key = self.options(conn.src, conn.dst, conn.tcp)[1]
-                routes = [(by_key[live[(start + u) % s]], frac) for u, frac in pieces]
-                if routes != self._routes.get(conn):
+            for conn, pieces in zip(conns, _split(self.splitter, len(conns), s)):
+                if self.windows:
+                    u, frac = pieces[0]
+                    routes = self._window(conn, live, keys, (start + u) % s, len(pieces), frac)
+                else:
+                    by_key = options(conn.src, conn.dst, conn.tcp)[1]
+                    routes = [(by_key[live[(start + u) % s]], frac) for u, frac in pieces]
+                old = self._routes.get(conn)
+                if routes is not old and routes != old:
                     self._routes[conn] = routes
             self._cursor[(nic, keys)] = (start + len(conns)) % s
+
+    def _window(self, conn: Connection, live: tuple, keys: tuple, at: int, k: int, frac: float) -> Window:
+        """The routes over ``k`` consecutive live uplinks from ``at``."""
+        if live is keys:
+            return Window(self.options(conn.src, conn.dst, conn.tcp)[2], at, k, frac)
+        by_key = self.options(conn.src, conn.dst, conn.tcp)[1]  # some uplinks failed: the live ones
+        return Window(tuple(by_key[key] for key in live), at, k, frac)
 
     def paths(self, connection: Connection) -> Routes:
         """The pieces planned for ``connection`` in its latest batch (a batch of its own if none)."""
@@ -144,7 +177,7 @@ class Ethereal(PolicyBase):
         for conn, routes in list(self._routes.items()):
             if all(self.failed.isdisjoint(p) for p, _ in routes):
                 continue
-            keys, by_key = self.options(conn.src, conn.dst, conn.tcp)
+            keys, by_key, _base = self.options(conn.src, conn.dst, conn.tcp)
             live = self._live_keys(keys)
             self._routes[conn] = [(p, frac) if self.failed.isdisjoint(p) else (by_key[live[i % len(live)]], frac)
                                   for i, (p, frac) in enumerate(routes)]
@@ -158,4 +191,5 @@ class MinSplit(Ethereal):
     """
 
     splitter = staticmethod(min_split)
+    windows = False
 
