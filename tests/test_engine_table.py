@@ -57,6 +57,7 @@ def _run(msgs, fault_list, routing, seed, compiled, tolerance=1e-9, grouped=None
     env.run()
     fab.finalize()
     assert (fab._table is not None) == compiled
+    assert fab._fuse_misses == 0  # no fused drain was followed by a start in its instant
     return done, fab
 
 

@@ -24,7 +24,7 @@ import simpy
 from simpy.events import NORMAL
 
 from netsim.routing.base import Connection, RoutingPolicy, Routes, Window
-from netsim.engine.table import FID, GRP, RATE, FlowTable
+from netsim.engine.table import FID, GRP, RATE, SUCC, FlowTable
 from netsim.solver import COMPILED, DEFAULT_SOLVER, SOLVERS, progressive_filling_lists
 from netsim.topology import LINK_KINDS, Topology
 
@@ -69,7 +69,7 @@ class _Flow:
 
     __slots__ = ("fid", "conn", "size", "links", "weights", "link_list", "weight_list", "solo", "delay", "n_paths",
                  "cap", "start", "remaining", "_rate", "t_upd", "version", "event", "routes", "acct", "offered",
-                 "parent", "index", "pending", "arrive", "demand", "spray", "slot", "tab", "group", "fid0")
+                 "parent", "index", "pending", "arrive", "demand", "spray", "slot", "tab", "group", "fid0", "succ")
 
     def __init__(self, fid: int, conn: Connection, size: float, cap: float, start: float, event: simpy.Event | None):
         self.fid = fid
@@ -82,6 +82,7 @@ class _Flow:
         self.tab: FlowTable | None = None  # the flow table holding its rate (compiled engine)
         self.slot = -1
         self.group = -1  # the flow table's group holding its pieces (a split message, compiled engine)
+        self.succ = False  # a message waits behind it on its connection
         self.t_upd = start
         self.version = 0
         self.event = event
@@ -94,6 +95,12 @@ class _Flow:
     def rate(self) -> float:
         """Current rate (B/s)."""
         return self._rate if self.tab is None else float(self.tab.num[self.slot, RATE])
+
+
+class _Queue(deque):
+    """A connection's waiting messages, and the one transmitting (``cur``)."""
+
+    __slots__ = ("cur",)
 
 
 class LinkSeries:
@@ -230,7 +237,7 @@ class Fabric:
         self._link_flows: defaultdict[int, set[int]] = defaultdict(set)
         self._flows: dict[int, _Flow] = {}
         self._pending: list[_Flow] = []
-        self._conn_queue: dict[Connection, deque[_Flow]] = {}
+        self._conn_queue: dict[Connection, _Queue] = {}
         self._drained: list[_Flow] = []
         self._routes_cache: dict[Connection, tuple[Routes, np.ndarray, np.ndarray, list[int], float]] = {}
         self._flush_armed = False
@@ -282,6 +289,7 @@ class Fabric:
                          and unbounded_links is None)
         self._groups: dict[int, _Flow] = {}
         self._grouped = 0  # messages handed to the table as groups (for tests)
+        self._fuse_misses = 0  # fused drains after which a message started (for tests: never)
         self._bulk: list[tuple] = []
         self._bulk_cache: dict[Connection, tuple[Routes, tuple | None]] = {}
         self._next_t = math.inf
@@ -318,8 +326,11 @@ class Fabric:
         queue = self._conn_queue.get(conn)
         if queue is not None:
             queue.append(flow)  # the connection is busy: wait in its send queue
+            if not queue.cur.succ:
+                self._mark_successor(queue.cur)
             return event
-        self._conn_queue[conn] = deque()
+        queue = self._conn_queue[conn] = _Queue()
+        queue.cur = flow
         self._pending.append(flow)
         self._arm_flush()
         return event
@@ -630,6 +641,8 @@ class Fabric:
         links, nls, weights, fd, k, index, width = pieces
         table = self._table
         g = table.alloc_group()
+        if flow.succ:
+            table.groups[2, g] = 1.0
         # (a grouped message's ``index``: the route entry of each piece, by fid - fid0)
         flow.group, flow.fid0, flow.index, flow.n_paths = g, self._next_fid, index, n_sub
         self._groups[g] = flow
@@ -703,6 +716,7 @@ class Fabric:
             parent.group = -1
             table.group_free.append(g)
         table.slot_int[GRP, slots] = 0
+        table.slot_int[SUCC, slots] = 1  # pieces now: each drain may finish its message
         self._groups.clear()
 
     def _place(self, flow: _Flow, entry: tuple, now: float, seeds: set[int]) -> None:
@@ -723,6 +737,8 @@ class Fabric:
         if table is not None:  # the flush's kernel call adds it (and seeds its links)
             slot = flow.slot = table.alloc(len(flow.link_list))
             flow.tab = table
+            if flow.succ or flow.parent is not None:  # (a piece's drain may finish its message)
+                table.slot_int[SUCC, slot] = 1
             self._by_slot[slot] = flow
             self._adds.append((slot, flow.links, flow.weights, flow.cap, flow.remaining, flow.fid, flow.size - flow.acct))
             return
@@ -767,9 +783,24 @@ class Fabric:
         """Start the next queued message of ``conn`` in this instant, or mark the connection idle."""
         queue = self._conn_queue[conn]
         if queue:
-            self._starting.append(queue.popleft())
+            flow = queue.cur = queue.popleft()
+            flow.succ = bool(queue)  # (not placed yet: flagged when it is)
+            self._starting.append(flow)
         else:
             del self._conn_queue[conn]
+
+    def _mark_successor(self, flow: _Flow) -> None:
+        """A message now waits behind ``flow``: its completion will start one (the table must not
+        re-solve at its drain before that message is added)."""
+        flow.succ = True
+        table = self._table
+        if table is None:
+            return
+        if flow.group >= 0:
+            table.groups[2, flow.group] = 1.0
+        elif flow.tab is not None:
+            table.slot_int[SUCC, flow.slot] = 1
+        # otherwise not in the table yet (flagged when placed), or split into pieces (all flagged)
 
     def _finish(self, flow: _Flow, now: float) -> None:
         end = now + flow.delay
@@ -860,6 +891,7 @@ class Fabric:
             self._removes.append(slot)
         else:  # added in this same instant: it never reached the table
             del self._adds[i]
+            self._table.slot_int[SUCC, slot] = 0
             self._table.free.append(slot)
         flow._rate = 0.0
         flow.tab, flow.slot = None, -1
@@ -876,7 +908,11 @@ class Fabric:
         table = self._table
         n, self._next_t = table.flush(self._removes, self._adds, self._bulk, seeds, now)
         self._removes, self._adds, self._bulk = [], [], []
-        series = self.link_series
+        self._series_out(n, now)
+
+    def _series_out(self, n: int, now: float) -> None:
+        """Note in the link series the intervals the table's last re-solve closed on ``n`` links."""
+        series, table = self.link_series, self._table
         if series is not None and n:
             for link, t0, old in zip(table.out_links[:n].tolist(), table.out_t0[:n].tolist(),
                                      table.out_old[:n].tolist()):
@@ -1019,7 +1055,12 @@ class Fabric:
         self._timer_at = math.inf
         horizon = self.env.now + self.tolerance_s
         if self._table is not None:
-            codes = self._table.drain(horizon, self.env.now)
+            # Nothing else happens in this instant (yet): the drain can remove and re-solve too.
+            fuse = not (self._flush_armed or self._actions or self._pending or self._starting)
+            codes, n, t_next = self._table.drain(horizon, self.env.now, fuse)
+            if n >= 0:
+                self._fused_flush(codes, n, t_next)
+                return
             if len(codes):
                 by_slot, groups = self._by_slot, self._groups
                 self._drained.extend([by_slot[c] if c >= 0 else groups.pop(-c - 1) for c in codes.tolist()])
@@ -1042,6 +1083,27 @@ class Fabric:
             self._flush_drained()
         else:
             self._arm_timer()
+
+    def _fused_flush(self, codes: np.ndarray, n: int, t_next: float) -> None:
+        """The rest of a completion-only instant whose drain also removed and re-solved (the flush
+        it replaces: same steps, same order, one kernel call)."""
+        now = self.env.now
+        self._stats["flushes"] += 1
+        self._next_t = t_next
+        self._series_out(n, now)
+        by_slot, groups, seeds = self._by_slot, self._groups, set()
+        for c in codes.tolist():
+            if c >= 0:
+                self._complete(by_slot[c], now, seeds)
+            else:
+                self._group_done(groups.pop(-c - 1), now)
+        if self._starting:  # a successor flag was missing: start it now (correct, not fused)
+            self._fuse_misses += 1
+            self._flush(None)
+            return
+        if self._offer_pending or self._spray_pending:
+            self._apply_offers()
+        self._arm_timer()
 
     def _flush_drained(self) -> None:
         # perf: the timer runs after every NORMAL event of its instant, where the flush would run:

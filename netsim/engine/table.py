@@ -42,6 +42,9 @@ CAP, RATE, REM, UPD, FIN, FID, BYTES, DELAY = range(8)
 #: Group row of a slot (``slot_int[GRP]``): 0 for a whole message, g + 1 for a piece of message
 #: group g still in flight, -1 for a piece that drained (until the next flush removes it).
 GRP = 3
+#: Successor row (``slot_int[SUCC]``): 1 when the flow's completion may start another message at
+#: once (one is queued behind it on its connection): its drain cannot also re-solve (see drain).
+SUCC = 4
 
 
 @njit(cache=True, nogil=True)
@@ -56,7 +59,7 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
     re-solved (see :class:`FlowTable`); the others keep their rates and count as fixed load.
     """
     # perf: few arguments (numba unboxes each one on every call); the named rows are views
-    nl, stamp_f, stamp_new, grp = slot_int[0], slot_int[1], slot_int[2], slot_int[GRP]
+    nl, stamp_f, stamp_new, grp, succ = slot_int[0], slot_int[1], slot_int[2], slot_int[GRP], slot_int[SUCC]
     cnt, stamp_l, local, out_links = link_int[0], link_int[1], link_int[2], link_int[3]
     capacity, load, nominal, busy, link_t, peak = (link_flt[0], link_flt[1], link_flt[2], link_flt[3], link_flt[4],
                                                    link_flt[5])
@@ -111,6 +114,7 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
             cnt[link] = c
         nl[r] = 0
         grp[r] = 0
+        succ[r] = 0
         num[r, RATE] = 0.0
         num[r, FIN] = np.inf
     # Phase 2: adds: whole messages (add_num: cap, remaining, fid, bytes), then the pieces of the
@@ -361,12 +365,17 @@ def _next(num, hkeys, hvals, stats):
 
 
 @njit(cache=True, nogil=True)
-def _drain_kernel(num, horizon, now, hkeys, hvals, stats, slot_int, links, w, link_bytes, groups):
+def _drain_kernel(num, horizon, now, hkeys, hvals, stats, slot_int, links, w, pos, rows, roww, link_int, link_flt,
+                  scratch, groups, fuse, rtol, prune):
     """Drain the slots finishing by ``horizon``, in (finish time, fid) order; they are never drained again.
 
     Each drained slot's bytes go onto its links' byte counters. Returns (completions, drained
-    slots): a whole message's slot, or ``-(g + 1)`` when the last piece of message group ``g``
-    drained (its pieces' latest arrival, ``now`` + their delays, is in ``groups[1, g]``).
+    slots, n, next finish time). A completion is a whole message's slot, or ``-(g + 1)`` when the
+    last piece of message group ``g`` drained (its pieces' latest arrival, ``now`` + their
+    delays, is in ``groups[1, g]``). With ``fuse``, unless a completion may start a queued
+    message (its successor flag), the drained slots are also removed and what they touched
+    re-solved, as :func:`_flush_kernel` would with them as its removes: then ``n`` >= 0 counts the
+    links in ``out_links``; otherwise n is -1 and the next flush removes them.
     """
     size = stats[4]
     found = np.empty(16, np.int64)
@@ -384,15 +393,19 @@ def _drain_kernel(num, horizon, now, hkeys, hvals, stats, slot_int, links, w, li
             num[slot, FIN] = np.inf  # CORRECTNESS: a drained flow is never drained again
     stats[4] = size
     found = found[:count]
-    if count > 1:
-        keys = keys[:count]
-        fids = np.empty(count)
-        for i in range(count):
-            fids[i] = num[found[i], FID]
-        order = np.argsort(fids, kind="mergesort")
-        order = order[np.argsort(keys[order], kind="mergesort")]
-        found = found[order]
-    nl, grp = slot_int[0], slot_int[GRP]
+    # The heap gives finish times in order; flows finishing at the same time go in fid order.
+    start = 0
+    for i in range(1, count + 1):
+        if i == count or keys[i] != keys[start]:
+            if i - start > 1:
+                run = found[start:i]
+                fids = np.empty(i - start)
+                for j in range(i - start):
+                    fids[j] = num[run[j], FID]
+                found[start:i] = run[np.argsort(fids)]  # (fids are unique)
+            start = i
+    nl, grp, succ = slot_int[0], slot_int[GRP], slot_int[SUCC]
+    link_bytes = link_flt[11]
     codes = np.empty(count, np.int64)
     n_codes = 0
     for i in range(count):
@@ -409,10 +422,20 @@ def _drain_kernel(num, horizon, now, hkeys, hvals, stats, slot_int, links, w, li
             if groups[0, g] == 0:
                 codes[n_codes] = -(g + 1)
                 n_codes += 1
+                if groups[2, g] != 0.0:
+                    fuse = False
         else:
             codes[n_codes] = s
             n_codes += 1
-    return codes[:n_codes], found
+            if succ[s]:
+                fuse = False
+    if not fuse or count == 0 or count * links.shape[1] > scratch.shape[1] or nl.shape[0] > scratch.shape[1]:
+        return codes[:n_codes], found, -1, np.inf
+    n_out, t_next = _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, scratch, hkeys,
+                                  hvals, stats, found, np.empty((2, 0), np.int64), np.empty(0, np.int64),
+                                  np.empty(0), np.empty((4, 0)), np.empty((5, 0)), np.empty((2, 0)), groups,
+                                  np.empty(0, np.int64), now, rtol, prune)
+    return codes[:n_codes], found, n_out, t_next
 
 
 class FlowTable:
@@ -423,10 +446,11 @@ class FlowTable:
         n_links = len(capacity_Bps)
         # Per link, floats: capacity, load, nominal, busy, link_t, peak, out_t0, out_old, three
         # scratch rows, bytes carried; ints: cnt, stamp_l, local, out_links. Per slot, ints: nl,
-        # stamp_f, stamp_new, group (see GRP).
+        # stamp_f, stamp_new, group, successor (see GRP, SUCC). Per group: pieces in flight, latest
+        # arrival, successor flag.
         self.link_flt = np.zeros((12, n_links))
         self.link_int = np.zeros((4, n_links), np.int64)
-        self.slot_int = np.zeros((4, slots), np.int64)
+        self.slot_int = np.zeros((5, slots), np.int64)
         self.link_flt[0] = capacity_Bps
         self.link_flt[2] = capacity_Bps if nominal_Bps is None else nominal_Bps
         self._views()
@@ -439,7 +463,7 @@ class FlowTable:
         self.num = np.zeros((slots, 8))
         self.num[:, FIN] = np.inf
         #: Per message group (a split message whose pieces are slots): pieces in flight, latest arrival.
-        self.groups = np.zeros((2, 64))
+        self.groups = np.zeros((3, 64))
         self.group_free = list(range(63, -1, -1))
         #: Slots drained since the last flush (arrays, in drain order): the next flush removes them.
         self.drained: list[np.ndarray] = []
@@ -516,12 +540,14 @@ class FlowTable:
             _rebuild_heap(self.num, self.hkeys, self.hvals, self.stats)
 
     def alloc_group(self) -> int:
-        """A free message group id (growing the group arrays if needed)."""
+        """A free message group id (growing the group arrays if needed), its successor flag clear."""
         if not self.group_free:
             old = self.groups.shape[1]
             self.groups = np.concatenate([self.groups, np.zeros_like(self.groups)], axis=1)
             self.group_free = list(range(2 * old - 1, old - 1, -1))
-        return self.group_free.pop()
+        g = self.group_free.pop()
+        self.groups[2, g] = 0.0
+        return g
 
     def live_pieces(self) -> tuple[np.ndarray, np.ndarray]:
         """(slot, group) of every piece of a message group still in flight."""
@@ -598,16 +624,24 @@ class FlowTable:
         self.free.extend(rem.tolist() if drained else removes)
         return n_out, t_next
 
-    def drain(self, horizon: float, now: float) -> np.ndarray:
+    def drain(self, horizon: float, now: float, fuse: bool = False) -> tuple[np.ndarray, int, float]:
         """Drain the flows that finish by ``horizon`` (finish-time then fid order) and count their
-        bytes on their links; returns the completions: a whole message's slot, or ``-(g + 1)``
-        when the last piece of group ``g`` drained (arriving at ``groups[1, g]``). The next
-        :meth:`flush` removes the drained slots."""
-        codes, slots = _drain_kernel(self.num, horizon, now, self.hkeys, self.hvals, self.stats, self.slot_int,
-                                     self.links, self.w, self.link_bytes, self.groups)
-        if len(slots):
+        bytes on their links; returns (completions, n, next finish time). A completion is a whole
+        message's slot, or ``-(g + 1)`` when the last piece of group ``g`` drained (arriving at
+        ``groups[1, g]``). With ``fuse`` (the caller has nothing else for this instant) and no
+        completion flagged as starting another message, the drained flows are also removed and
+        their components re-solved, one kernel call for the whole instant: ``n`` >= 0 links in
+        ``out_links`` as after :meth:`flush`. Otherwise ``n`` is -1 and the next :meth:`flush`
+        removes them."""
+        codes, slots, n_out, t_next = _drain_kernel(self.num, horizon, now, self.hkeys, self.hvals, self.stats,
+                                                    self.slot_int, self.links, self.w, self.pos, self.rows,
+                                                    self.roww, self.link_int, self.link_flt, self.scratch,
+                                                    self.groups, fuse and not self.drained, self.rtol, self.prune)
+        if n_out >= 0:
+            self.free.extend(slots.tolist())
+        elif len(slots):
             self.drained.append(slots)
-        return codes
+        return codes, n_out, t_next
 
     def remaining(self, slot: int, now: float) -> float:
         """Bytes the flow in ``slot`` has left at ``now``."""
@@ -626,7 +660,7 @@ def warm_up() -> None:
     table = FlowTable(np.ones(3), slots=2)
     table.flush([], [(0, np.array([0, 1]), np.array([1.0, 0.5]), math.inf, 1.0, 0, 1.0),
                      (1, np.array([1, 2]), np.ones(2), 5.0, 1.0, 1, 1.0)], [], set(), 0.0)
-    table.drain(math.inf, 0.0)
+    table.drain(math.inf, 0.0, True)
 
 
 def _drop_stale_kernels() -> None:
