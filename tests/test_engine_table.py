@@ -107,6 +107,36 @@ def test_split_messages_as_table_groups_match_one_object_per_piece(msgs, fault_l
     assert fab_o._grouped == 0
 
 
+@pytest.mark.parametrize("batch", [1, 3, 4, 6])
+def test_ethereal_windows_whole_or_few_pieces_of_many_paths_match_one_object_per_piece(batch):
+    """``batch`` messages leave one NIC for one leaf at once over 16 paths (4 spines x 2 x 2
+    cables): Ethereal cuts each into 16 pieces (1 or 3 messages: the whole base, sliced from its
+    cached incidence) or 4 and 8 pieces (4 and 6 messages: cached per message). Same as one object
+    per piece, to the bit, over two rounds on the same connections (the second reuses the base)."""
+    topo = make_leaf_spine(leaves=2, spines=4, hosts_per_leaf=1, gpus_per_host=8, nics_per_host=1,
+                           uplinks_per_spine=2, nic_latency_s=1e-6)
+    runs = []
+    for grouped in (True, False):
+        env, fab = make_fabric(topo, routing="ethereal", track_congestion=False)
+        fab._bulk_ok = grouped
+        times = {}
+
+        def sender(i, fab=fab, env=env, times=times):
+            for rnd in range(2):
+                yield fab.send(i, 8 + i, 1e6, Connection(i, 8 + i))
+                times[(i, rnd)] = env.now
+
+        for i in range(batch):
+            env.process(sender(i))
+        env.run()
+        runs.append((times, fab))
+    (t_g, f_g), (t_o, f_o) = runs
+    assert t_g == t_o and len(t_g) == 2 * batch
+    assert f_g.link_bytes.tolist() == f_o.link_bytes.tolist()
+    assert f_g.stats == f_o.stats and f_g.stats["subflows"] == 2 * batch * {1: 16, 3: 16, 4: 4, 6: 8}[batch]
+    assert f_g._grouped == 2 * batch and f_o._grouped == 0
+
+
 def test_a_group_whose_pieces_all_drain_frees_its_slots_and_group():
     """Many split messages, one after another on one connection: slots and group ids are reused."""
     from netsim.engine import Environment, Fabric

@@ -616,8 +616,9 @@ class Fabric:
         a piece needs the per-piece path (one with no links, or a size that rounds to 0 bytes)."""
         conn = flow.conn
         cached = self._bulk_cache.get(conn)
-        if type(routes) is Window:
+        if type(routes) is Window and 2 * len(routes) >= len(routes.base):
             # perf: the pieces are consecutive paths of a base: slices of the base's cached incidence
+            # (when they are at least half of it: a few pieces of a large base are cached alone)
             base = routes.base
             if cached is None or cached[0] is not base:
                 cached = self._bulk_cache[conn] = (base, self._window_incidence(conn, base))

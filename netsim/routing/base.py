@@ -104,7 +104,9 @@ class RoutingPolicy(Protocol):
       Ethereal, C4P);
     - ``independent``: when true, each ``(path, fraction)`` entry of a connection's routes is its
       own sub-flow (its own queue pair, its own max-min rate), and a message completes when all
-      its sub-flows have; otherwise the entries are fixed fractions of one fluid flow (spraying);
+      its sub-flows have; otherwise the entries are fixed fractions of one fluid flow (spraying).
+      Routes may be a :class:`Window` (consecutive paths of a shared base list, one fraction):
+      the compiled engine then slices the pieces' incidence out of one cached array per base;
     - ``links_changed(state)`` and ``reaction_s``: after a fault, once ``reaction_s`` has passed,
       the policy is told ``state`` = ``{link: capacity fraction}`` of every link it knows to be
       down (0) or degraded; the Fabric then moves in-flight messages whose routes changed.
