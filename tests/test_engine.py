@@ -164,3 +164,52 @@ def test_split_message_whose_sub_flows_round_to_zero_bytes_finishes_once(leaf_sp
     env.run(env.all_of([tiny, after]))
     assert tiny.processed and after.processed
     assert env.now == pytest.approx(1e6 / GB, rel=1e-9)
+
+
+def _counting_env():
+    """A SimPy environment counting step() calls the plain way (what Environment used to do)."""
+    import simpy
+
+    class Counting(simpy.Environment):
+        steps = 0
+
+        def step(self):
+            self.steps += 1
+            super().step()
+
+    return Counting()
+
+
+@pytest.mark.parametrize("how", ["empty", "until_event", "until_time", "until_never"])
+def test_environment_counts_steps_without_overriding_step(how):
+    """``Environment.events_processed`` is derived from SimPy's event ids, not counted per step:
+    it must equal the number of step() calls, however the run ends (schedule exhausted, an
+    ``until`` event or time, or an ``until`` event that never fires)."""
+    import simpy
+
+    from netsim.engine import Environment
+
+    counts = []
+    for env in (Environment(), _counting_env()):
+        def proc(env=env):
+            for i in range(50):
+                yield env.timeout(0.1 * (i % 3))
+            return 7
+
+        def background(env=env):
+            for _ in range(30):
+                yield env.timeout(0.5)
+
+        p = env.process(proc())
+        env.process(background())
+        if how == "empty":
+            env.run()
+        elif how == "until_event":
+            assert env.run(until=p) == 7
+        elif how == "until_time":
+            env.run(until=3.3)
+        else:
+            with pytest.raises(RuntimeError):
+                env.run(until=simpy.Event(env))
+        counts.append(env.events_processed if isinstance(env, Environment) else env.steps)
+    assert counts[0] == counts[1] > 10

@@ -103,7 +103,8 @@ def test_split_messages_as_table_groups_match_one_object_per_piece(msgs, fault_l
     assert fab_g.link_busy_s.tolist() == fab_o.link_busy_s.tolist()
     assert fab_g.stats == fab_o.stats
     assert fab_g.active_flows == fab_g.undelivered == 0 and not fab_g._groups
-    assert (fab_g._grouped > 0) == (fab_g.stats["subflows"] > 0)  # the groups were used
+    if not any(0 < m[2] < 1 for m in msgs):  # (a piece of a sub-byte message may round to 0: per object)
+        assert (fab_g._grouped > 0) == (fab_g.stats["subflows"] > 0)  # the groups were used
     assert fab_o._grouped == 0
 
 

@@ -44,16 +44,32 @@ TIMER_PRIORITY = NORMAL + 0.5
 
 
 class Environment(simpy.Environment):
-    """A SimPy environment that counts the events it processes (for events/s in benchmarks)."""
+    """A SimPy environment that tells how many events it has processed (for events/s in benchmarks)."""
 
     def __init__(self, initial_time: float = 0.0):
         super().__init__(initial_time)
-        self.events_processed = 0
+        self._empty_steps = 0
 
-    def step(self) -> None:
-        """Process the next event, counting it."""
-        self.events_processed += 1
-        super().step()
+    @property
+    def events_processed(self) -> int:
+        """Steps taken so far: events processed, plus each step that found the schedule empty and
+        ended a :meth:`run`."""
+        # perf: derived from SimPy's event ids (each scheduled event takes the next one, and only
+        # processing takes an event off the queue) instead of counting in an overridden step(),
+        # which cost 0.3-0.7 us per event
+        return int(repr(self._eid)[6:-1]) - len(self._queue) + self._empty_steps
+
+    def run(self, until=None):
+        """:meth:`simpy.Environment.run`, noting the step that ends it on an empty schedule."""
+        try:
+            result = super().run(until)
+        except RuntimeError:  # the schedule ran out before ``until`` fired
+            if until is not None and not self._queue:
+                self._empty_steps += 1
+            raise
+        if until is None:
+            self._empty_steps += 1
+        return result
 
 
 def _schedule(env: simpy.Environment, event: simpy.Event, delay: float = 0.0, priority: int = NORMAL) -> None:
