@@ -650,10 +650,11 @@ class Fabric:
         else:
             if cached is None or not (cached[0] is routes or cached[0] == routes):
                 cached = self._bulk_cache[conn] = (routes, self._group_incidence(conn, routes))
-            pieces = cached[1]
-            if pieces is None or flow.size * pieces[5] == 0.0:
+            if cached[1] is None:
                 return False
-            pieces = pieces[:5] + pieces[6:]
+            pieces, least = cached[1]
+            if flow.size * least == 0.0:
+                return False
             cap, size = flow.cap, flow.size
         links, nls, weights, fd, k, index, width = pieces
         table = self._table
@@ -684,9 +685,9 @@ class Fabric:
                 int(nls.max()))
 
     def _group_incidence(self, conn: Connection, routes: Routes) -> tuple | None:
-        """The pieces of ``routes`` with a positive fraction, for the table: (links concatenated, links
-        per piece, weights, (fraction, delay) per piece, pieces, least fraction, route index per
-        piece, most links); None if a piece crosses no link."""
+        """The pieces of ``routes`` with a positive fraction, for the table: ((links concatenated, links
+        per piece, weights, (fraction, delay) per piece, pieces, route index per piece, most links),
+        least fraction); None if a piece crosses no link."""
         entries, index = [], []
         for i, (_path, frac) in enumerate(routes):
             if frac > 0:
@@ -697,8 +698,8 @@ class Fabric:
                 index.append(i)
         nls = np.array([len(e[2]) for e, _ in entries], np.int64)
         fd = np.array(([frac for _, frac in entries], [e[4] for e, _ in entries]), np.float64)
-        return (np.concatenate([e[0] for e, _ in entries]), nls, np.concatenate([e[1] for e, _ in entries]), fd,
-                len(entries), float(fd[0].min()), index, int(nls.max()))
+        return ((np.concatenate([e[0] for e, _ in entries]), nls, np.concatenate([e[1] for e, _ in entries]), fd,
+                 len(entries), index, int(nls.max())), float(fd[0].min()))
 
     def _group_done(self, flow: _Flow, now: float) -> None:
         """The last piece of the split message ``flow`` drained: deliver it."""

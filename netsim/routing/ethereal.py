@@ -136,12 +136,12 @@ class Ethereal(PolicyBase):
                 groups[group] = (keys, [conn])
             else:
                 entry[1].append(conn)
-        for (nic, _id), (keys, conns) in groups.items():
+        for group, (keys, conns) in groups.items():
             live = self._live_keys(keys)
             s = len(live)
             if len(conns) > 1:
                 conns.sort(key=lambda c: (c.dst, c.channel, c.job, c.comm))
-            start = self._cursor[(nic, keys)]
+            start = self._cursor[group]  # (by the interned set's id: no hash of a long tuple)
             for conn, pieces in zip(conns, _split(self.splitter, len(conns), s)):
                 if self.windows:
                     u, frac = pieces[0]
@@ -152,7 +152,7 @@ class Ethereal(PolicyBase):
                 old = self._routes.get(conn)
                 if routes is not old and routes != old:
                     self._routes[conn] = routes
-            self._cursor[(nic, keys)] = (start + len(conns)) % s
+            self._cursor[group] = (start + len(conns)) % s
 
     def _window(self, conn: Connection, live: tuple, keys: tuple, at: int, k: int, frac: float) -> Window:
         """The routes over ``k`` consecutive live uplinks from ``at``."""
