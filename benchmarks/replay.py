@@ -54,7 +54,7 @@ def record(scenario: str, out: Path, skip: int, calls: int) -> tuple[int, float]
         if state["n"] == skip + 1:
             state["snap"], state["table"] = copy.deepcopy(table.__dict__), table
         if state["snap"] is None or table is not state["table"]:
-            return False  # (a run with several fabrics, e.g. Holmes's probes: the first one's calls only)
+            return False  # (a run with several fabrics, e.g. Holmes's probes: only the window's table)
         state["log"].append((kind, copy.deepcopy(args)))
         return True
 
