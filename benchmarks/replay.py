@@ -45,9 +45,11 @@ def record(scenario: str, out: Path, skip: int, calls: int) -> tuple[int, float]
     flush, drain = tables.FlowTable.flush, tables.FlowTable.drain
     state = {"n": 0, "snap": None, "log": [], "finish_sum": 0.0}
 
-    def save() -> None:
-        with open(out, "wb") as fh:
+    def save() -> None:  # via a temporary file: an interrupted save leaves no recording behind
+        part = out.with_name(out.name + ".part")
+        with open(part, "wb") as fh:
             pickle.dump((state["snap"], state["log"], state["finish_sum"]), fh)
+        part.replace(out)
 
     def note(table, kind: str, args: tuple) -> bool:
         state["n"] += 1
@@ -138,7 +140,7 @@ def main(argv: list[str]) -> None:
     rec.add_argument("--calls", type=int, default=200_000, help="kernel calls to record")
     rep = sub.add_parser("replay", help="replay a recording and time it")
     rep.add_argument("recording", type=Path)
-    rep.add_argument("--table", type=Path, default=None, help="a table.py to replay with (default: this tree's)")
+    rep.add_argument("--table", type=Path, default=None, help="a table.py to replay with (default: this tree's; it imports this tree's solver)")
     rep.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     if args.cmd == "record":
