@@ -14,6 +14,8 @@ Usage::
     python benchmarks/replay.py replay /tmp/s4.pkl [--table path/to/netsim/engine/table.py] [--repeat 3]
 
 The recording is a pickle of this tree's table layout: replay it with tables of the same layout.
+Rings are recorded as their per-rank processes run them (a ring in one compiled call,
+``Fabric.run_ring``, makes no per-instant call from Python).
 """
 
 from __future__ import annotations
@@ -36,11 +38,17 @@ class _Recorded(Exception):
 def record(scenario: str, out: Path, skip: int, calls: int) -> tuple[int, float]:
     """Run ``scenario`` in this process and record kernel calls ``skip`` .. ``skip + calls``; returns
     the number recorded (fewer when the run ends first) and the sum of the finite next-finish times
-    those calls returned (what a faithful replay's checksum starts with)."""
+    those calls returned (what a faithful replay's checksum starts with).
+
+    Rings run as per-rank processes here (``RING_KERNEL`` off): the per-instant calls are what is
+    recorded, and a ring in one compiled call makes none from Python."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import run as bench
 
+    from netsim.engine import fabric as fabrics
     from netsim.engine import table as tables
+
+    fabrics.RING_KERNEL = False
 
     flush, drain = tables.FlowTable.flush, tables.FlowTable.drain
     state = {"n": 0, "snap": None, "log": [], "finish_sum": 0.0}

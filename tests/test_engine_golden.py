@@ -50,16 +50,20 @@ def spec(case: dict):
     })
 
 
-ENGINES = ["python"] + (["compiled"] if COMPILED else [])
+#: The Python reference; the compiled flow table with the ring's per-rank processes; the whole
+#: ring in one compiled call (``Fabric.run_ring``).
+ENGINES = ["python"] + (["compiled-processes", "compiled-ring"] if COMPILED else [])
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_engine_matches_the_pre_optimisation_golden(name, engine, monkeypatch):
-    """Both engine paths (the Python reference and the compiled flow table) give the golden output."""
-    monkeypatch.setattr(fabric_module, "USE_COMPILED", engine == "compiled")
+    """Every engine path gives the golden output."""
+    monkeypatch.setattr(fabric_module, "USE_COMPILED", engine != "python")
+    monkeypatch.setattr(fabric_module, "RING_KERNEL", engine == "compiled-ring")
     result = run_experiment(spec(CASES[name]))
-    assert (result.fabric._table is not None) == (engine == "compiled")
+    assert (result.fabric._table is not None) == (engine != "python")
+    assert result.fabric.ring_runs == (engine == "compiled-ring")
     flows = pd.DataFrame(result.fabric.flow_records,
                          columns=["flow_id", "connection", "src", "dst", "channel", "job", "size_bytes", "start_s",
                                   "end_s", "n_paths"])[["connection", "size_bytes", "start_s", "end_s"]]

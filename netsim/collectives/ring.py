@@ -88,9 +88,35 @@ def ring_processes(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
 
 def ring(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, steps: int,
          *, channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
-    """Run ``steps`` ring steps of ``size_bytes / (n * channels)`` on each channel (shared core)."""
-    if len(gpus) < 2:
+    """Run ``steps`` ring steps of ``size_bytes / (n * channels)`` on each channel (shared core).
+
+    When the ring has the fabric to itself until it ends, the fabric runs it in one compiled call
+    (:meth:`Fabric.run_ring`) with the same results as the per-rank processes; otherwise those run.
+    """
+    n = len(gpus)
+    if n < 2:
         return
+    run_ring = getattr(fabric, "run_ring", None)  # (the ideal model's fabric has none)
+    if steps > 0 and run_ring is not None:
+        piece = size_bytes / (n * channels)
+        chunks = max(1, math.ceil(piece / chunk_bytes)) if chunk_bytes else 1
+        orders = [channel_ring(gpus, fabric.topology.gpu_host, c) for c in range(channels)]
+        conns = [Connection(order[r], order[(r + 1) % n], c, job, comm) for c, order in enumerate(orders)
+                 for r in range(n)]
+        receiver = [c * n + (r + 1) % n for c in range(channels) for r in range(n)]
+        fast = run_ring(conns, receiver, piece / chunks, steps * chunks, chunks)
+        if fast is not None:
+            done_t, finished = fast
+            # Each rank's end, at the time and in the order its process would have ended.
+            ends: list[simpy.Event | None] = [None] * len(conns)
+            for i in finished.tolist():
+                ends[i] = fabric.push_event(float(done_t[i]))
+            per_gpu: dict[int, list] = {g: [] for g in gpus}
+            for c, order in enumerate(orders):
+                for r in range(n):
+                    per_gpu[order[r]].append(ends[c * n + r])
+            yield env.all_of([evs[0] if len(evs) == 1 else env.all_of(evs) for evs in per_gpu.values()])
+            return
     yield env.all_of(list(ring_processes(env, fabric, gpus, size_bytes, steps, channels=channels, job=job, comm=comm,
                                          chunk_bytes=chunk_bytes).values()))
 

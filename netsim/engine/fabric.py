@@ -24,7 +24,11 @@ import simpy
 from simpy.events import NORMAL
 
 from netsim.routing.base import Connection, RoutingPolicy, Routes, Window
-from netsim.engine.table import FID, GRP, RATE, SUCC, FlowTable
+from netsim.routing.ethereal import Ethereal
+from netsim.engine.table import (FID, GRP, RATE, RING_EARR, RING_EFLUSH, RING_ETIMER, RING_FID, RING_FLOWS,
+                                 RING_FLUSHES, RING_NEXT_T, RING_NFREE, RING_NTIMERS, RING_TIMER_AT, RING_TIMER_FIRE,
+                                 RING_TVALID, RING_NGFREE, RING_SUBFLOWS, RING_GROUPED, SUCC, FlowTable,
+                                 _ring_kernel, _widen)
 from netsim.solver import COMPILED, DEFAULT_SOLVER, SOLVERS, progressive_filling_lists
 from netsim.topology import LINK_KINDS, Topology
 
@@ -36,6 +40,9 @@ SMALL_COMPILED = 8
 
 #: Force the compiled flow table on (True) or off (False) for every Fabric; None = when numba is there.
 USE_COMPILED: bool | None = None
+
+#: Let a ring that has the fabric to itself run in one compiled call (:meth:`Fabric.run_ring`).
+RING_KERNEL = True
 
 #: SimPy priority of the per-instant flush: after every NORMAL event of the same instant.
 FLUSH_PRIORITY = NORMAL + 1
@@ -49,6 +56,7 @@ class Environment(simpy.Environment):
     def __init__(self, initial_time: float = 0.0):
         super().__init__(initial_time)
         self._empty_steps = 0
+        self._virtual_events = 0  # events a compiled run stood in for (Fabric.run_ring)
 
     @property
     def events_processed(self) -> int:
@@ -57,7 +65,7 @@ class Environment(simpy.Environment):
         # perf: derived from SimPy's event ids (each scheduled event takes the next one, and only
         # processing takes an event off the queue) instead of counting in an overridden step(),
         # which cost 0.3-0.7 us per event
-        return int(repr(self._eid)[6:-1]) - len(self._queue) + self._empty_steps
+        return int(repr(self._eid)[6:-1]) - len(self._queue) + self._empty_steps + self._virtual_events
 
     def run(self, until=None):
         """:meth:`simpy.Environment.run`, noting the step that ends it on an empty schedule."""
@@ -306,6 +314,7 @@ class Fabric:
         self._groups: dict[int, _Flow] = {}
         self._grouped = 0  # messages handed to the table as groups (for tests)
         self._fuse_misses = 0  # fused drains after which a message started (for tests: never)
+        self.ring_runs = 0  #: rings run in one compiled call (:meth:`run_ring`)
         self._bulk: list[tuple] = []
         self._bulk_cache: dict[Connection, tuple[Routes, tuple | None]] = {}
         self._next_t = math.inf
@@ -454,6 +463,199 @@ class Fabric:
                 if self.link_series is not None:
                     self.link_series.add(link, self._link_t[link], now, load)
                 self._link_t[link] = now
+
+    # ----------------------------------------------------------------- whole rings
+    def run_ring(self, conns: list[Connection], receiver: list[int], size_bytes: float, n_msgs: int,
+                 chunks: int = 1) -> tuple[np.ndarray, np.ndarray] | None:
+        """Run a ring collective to its end in one compiled call, if nothing else can happen meanwhile.
+
+        ``conns[i]`` carries ``n_msgs`` messages of ``size_bytes``, in order; message ``j`` is posted
+        once message ``j - chunks`` of the connection delivering to ``conns[i]``'s source
+        (``receiver[k] = i`` for that connection ``k``) has arrived, the first ``chunks`` at once.
+        This is what the ring's per-rank processes do (:mod:`netsim.collectives.ring`), and the
+        call gives the same messages, times, fids, link counters, records and event count as
+        running them would: it replays the same flushes and drains in the same order.
+
+        It applies only when the ring is alone until it ends: the compiled table is on, offered
+        load and link series are not tracked, the fabric is idle, SimPy's schedule holds no event
+        but stale completion timers (so no fault, other job or time limit can intervene), and the
+        routing either gives each connection fixed routes (``fixed``: ECMP, spraying, the
+        dragonfly policies) or is Ethereal with no failed link (its batch plan runs in the kernel).
+        Returns (per connection, the time its rank received its last message; connections in the
+        order their ranks finished), or None when it does not apply (then run the processes).
+        """
+        table, env = self._table, self.env
+        routing = self.routing
+        planned = type(routing) is Ethereal and self._bulk_ok and not routing.failed
+        fixed = getattr(routing, "fixed", False) and self._plan is None and not self._independent
+        if (not RING_KERNEL or table is None or self.track_congestion or self.link_series is not None
+                or self._unbounded is not None or not (fixed or planned) or not size_bytes > 1e-200 or n_msgs < 1
+                or self._timer_at != math.inf or self._flush_armed or self._flows or self._groups or self._pending
+                or self._starting or self._drained or self._actions or self._conn_queue or self._adds
+                or self._removes or self._bulk or table.drained):
+            return None
+        stale_ok = self._on_timer
+        if any(ev.callbacks is None or ev.callbacks != [stale_ok] or ev._value == self._timer_token
+               for *_key, ev in env._queue):
+            return None
+        if self._tcp_comms:
+            conns = [c._replace(tcp=True) if (c.job, c.comm) in self._tcp_comms and not c.tcp else c for c in conns]
+        if len(set(conns)) != len(conns) or any(c.src == c.dst for c in conns):
+            return None
+        n = len(conns)
+        ring_args = self._ring_planned(conns) if planned else self._ring_fixed(conns)
+        if ring_args is None:
+            return None
+        slots, crossing, link_entries = ring_args[-3:]
+        # Room for every flow the ring can have in flight, twice (a flush places a connection's
+        # next message before it frees the one that drained): slots, their links, each link's row
+        # (the flush kernel checks a row's room before its removes), scratch, message groups.
+        slots *= 2
+        width = max(ring_args[0].shape[-1], ring_args[6].shape[-1])
+        if len(table.free) < slots or width > table.links.shape[1]:
+            table._reserve(slots, width)
+        if 2 * crossing > table.rows.shape[1]:
+            table.rows, table.roww = _widen(table.rows, 2 * crossing), _widen(table.roww, 2 * crossing)
+        need = link_entries + slots * table.links.shape[1] + n
+        if need > table.scratch.shape[1] or len(table.nl) > table.scratch.shape[1]:
+            table.scratch = np.zeros((4, max(need, len(table.nl), 2 * table.scratch.shape[1])), np.int64)
+        while planned and len(table.group_free) < n:
+            old = table.groups.shape[1]
+            table.groups = np.concatenate([table.groups, np.zeros_like(table.groups)], axis=1)
+            table.group_free = list(range(2 * old - 1, old - 1, -1)) + table.group_free
+        free = np.zeros(len(table.nl), np.int64)
+        free[:len(table.free)] = table.free
+        gfree = np.zeros(table.groups.shape[1], np.int64)
+        gfree[:len(table.group_free)] = table.group_free
+        posted = np.array([self.bytes_posted.get(c, 0.0) for c in conns])
+        delivered = np.array([self.bytes_delivered.get(c, 0.0) for c in conns])
+        c_qps = np.zeros(n, np.int64)
+        size = float(size_bytes)
+        (iv, fv, done_t, done_order, r_fid, r_conn, r_start, r_end, r_paths, stale, n_stale) = _ring_kernel(
+            table.slot_int, table.links, table.w, table.pos, table.num, table.rows, table.roww, table.link_int,
+            table.link_flt, table.scratch, table.hkeys, table.hvals, table.stats, table.groups, free, len(table.free),
+            gfree, len(table.group_free), *ring_args[:6], np.asarray(receiver, np.int64), planned, *ring_args[6:14],
+            size, n_msgs, chunks, posted, delivered, c_qps, env.now, self.tolerance_s, self._next_t, self._next_fid,
+            self.record_flows, table.rtol, table.prune)
+        self.ring_runs += 1
+        # Write back what the SimPy path would have left behind.
+        table.free = free[:iv[RING_NFREE]].tolist()
+        table.group_free = gfree[:iv[RING_NGFREE]].tolist()
+        self._next_fid = int(iv[RING_FID])
+        self._next_t = float(fv[RING_NEXT_T])
+        stats = self._stats
+        stats["flows"] += int(iv[RING_FLOWS])
+        stats["flushes"] += int(iv[RING_FLUSHES])
+        stats["subflows"] += int(iv[RING_SUBFLOWS])
+        self._grouped += int(iv[RING_GROUPED])
+        qps = self.queue_pairs
+        for c, p, d, q in zip(conns, posted.tolist(), delivered.tolist(), c_qps.tolist()):
+            self.bytes_posted[c] = p
+            self.bytes_delivered[c] = d
+            if qps.get(c, 0) < q:
+                qps[c] = q
+        if planned:
+            self._ring_replan(conns, ring_args[12], ring_args[13])
+        if self.record_flows:
+            heads = [(c.label(), c.src, c.dst, c.channel, c.job, size) for c in conns]
+            self.flow_records.extend((fid, *heads[i], t0, t1, k) for fid, i, t0, t1, k in
+                                     zip(r_fid.tolist(), r_conn.tolist(), r_start.tolist(), r_end.tolist(),
+                                         r_paths.tolist()))
+        end = float(done_t.max())
+        stale = stale[:n_stale]
+        # Timers the run left in the future stay on SimPy's schedule, stale (they fire as no-ops).
+        token = self._timer_token
+        self._timer_token += int(iv[RING_NTIMERS])
+        for t in stale[stale >= end].tolist():
+            token += 1
+            self.push_event(t, TIMER_PRIORITY, self._on_timer, token)
+        if iv[RING_TVALID]:
+            self._timer_at = float(fv[RING_TIMER_AT])
+            self.push_event(float(fv[RING_TIMER_FIRE]), TIMER_PRIORITY, self._on_timer, self._timer_token)
+        # The events the processes would have processed: each rank's start, every arrival, flush
+        # and timer (stale ones before the end too); each rank's end is the event its caller gets.
+        if isinstance(env, Environment):
+            env._virtual_events += (n + int(iv[RING_EARR]) + int(iv[RING_EFLUSH]) + int(iv[RING_ETIMER])
+                                    + int((stale < end).sum()))
+        return done_t, done_order
+
+    def _ring_fixed(self, conns: list[Connection]) -> tuple | None:
+        """The kernel's route arguments for connections with fixed routes (their incidence), or None."""
+        entries = [self._incidence(c, self.routing.paths(c)) for c in conns]
+        if any(not e[2] or not e[4] >= 0 for e in entries):
+            return None
+        n = len(conns)
+        width = max(len(e[2]) for e in entries)
+        c_links = np.zeros((n, width), np.int64)
+        c_w = np.zeros((n, width))
+        for i, e in enumerate(entries):
+            c_links[i, :len(e[2])] = e[0]
+            c_w[i, :len(e[2])] = e[1]
+        all_links = np.concatenate([e[0] for e in entries])
+        none_i = np.zeros(0, np.int64)
+        return (c_links, c_w, np.array([len(e[2]) for e in entries], np.int64), np.full(n, math.inf),
+                np.array([e[4] for e in entries]), np.array([e[6] for e in entries], np.int64),
+                np.zeros((0, 0, 1), np.int64), np.zeros((0, 0), np.int64), np.zeros((0, 0)), none_i, none_i, none_i,
+                none_i, np.zeros((3, 0)), n, int(np.bincount(all_links).max()), len(all_links))
+
+    def _ring_planned(self, conns: list[Connection]) -> tuple | None:
+        """The kernel's route arguments under Ethereal: every connection's candidate paths (in the
+        policy's uplink order), its batch group (sender NIC, uplink set) and sort rank, the groups'
+        uplink counts and cursors; None if a path crosses no link."""
+        routing, topo = self.routing, self.topology
+        n = len(conns)
+        options = [routing.options(c.src, c.dst, c.tcp) for c in conns]
+        group_keys = [(topo.nic_of(c.src), id(opt[0])) for c, opt in zip(conns, options)]
+        index: dict[tuple, int] = {}
+        c_group = np.array([index.setdefault(k, len(index)) for k in group_keys], np.int64)
+        keys = list(index)
+        g_s = np.zeros(len(keys), np.int64)
+        g_s[c_group] = [len(opt[0]) for opt in options]
+        g_cursor = np.array([routing._cursor[k] for k in keys], np.int64)  # (a defaultdict: creates them, as plan)
+        order = {key: r for r, key in enumerate(sorted({(c.dst, c.channel, c.job, c.comm) for c in conns}))}
+        c_rank = np.array([order[(c.dst, c.channel, c.job, c.comm)] for c in conns], np.int64)
+        s_max = int(g_s.max())
+        per_path = [[self._incidence((c, 0), [(path, 1.0)], 0) for path in opt[2]] for c, opt in zip(conns, options)]
+        if any(not e[2] or not e[4] >= 0 for paths in per_path for e in paths):
+            return None
+        width = max(len(e[2]) for paths in per_path for e in paths)
+        p_links = np.zeros((n, s_max, width), np.int64)
+        p_nl = np.zeros((n, s_max), np.int64)
+        p_delay = np.zeros((n, s_max))
+        for i, paths in enumerate(per_path):
+            for p, e in enumerate(paths):
+                p_links[i, p, :len(e[2])] = e[0]
+                p_nl[i, p] = len(e[2])
+                p_delay[i, p] = e[4]
+        all_links = np.concatenate([e[0] for paths in per_path for e in paths])
+        none_i = np.zeros(0, np.int64)
+        self._ring_groups = (options, keys)
+        return (np.zeros((0, 1), np.int64), np.zeros((0, 1)), none_i, np.full(n, math.inf), np.zeros(n), none_i,
+                p_links, p_nl, p_delay, c_group, c_rank, g_s, g_cursor, np.zeros((3, n)),
+                int((p_nl > 0).sum()), int(np.bincount(all_links).max()), len(all_links))
+
+    def _ring_replan(self, conns: list[Connection], g_cursor: np.ndarray, plan: np.ndarray) -> None:
+        """Leave Ethereal as its plans would have: each group's cursor, each connection's last window."""
+        routing = self.routing
+        options, keys = self._ring_groups
+        del self._ring_groups
+        for key, cursor in zip(keys, g_cursor.tolist()):
+            routing._cursor[key] = cursor
+        for c, opt, at, k, frac in zip(conns, options, plan[0].tolist(), plan[1].tolist(), plan[2].tolist()):
+            routes = Window(opt[2], int(at), int(k), frac)
+            if routes != routing._routes.get(c):
+                routing._routes[c] = routes
+
+    def push_event(self, t: float, priority: float = NORMAL, callback: Callable | None = None,
+                   value: object = None) -> simpy.Event:
+        """Schedule a triggered event at exactly ``t`` (not ``now + (t - now)``, which may round)."""
+        ev = simpy.Event(self.env)
+        ev._ok = True
+        ev._value = value
+        if callback is not None:
+            ev.callbacks.append(callback)
+        heapq.heappush(self.env._queue, (t, priority, next(self.env._eid), ev))
+        return ev
 
     # ----------------------------------------------------------------- batching
     def _arm_flush(self) -> None:

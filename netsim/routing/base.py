@@ -124,6 +124,8 @@ class PolicyBase:
 
     independent = False
     reaction_s = 0.0
+    #: True when a connection's routes, once decided, change only through ``links_changed``.
+    fixed = False
 
     def __init__(self) -> None:
         self.link_state: dict[int, float] = {}

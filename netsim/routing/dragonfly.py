@@ -22,6 +22,9 @@ class _Dragonfly(PolicyBase):
     falls back to a live minimal one).
     """
 
+    #: Each connection keeps the routes it got on first use until a fault (Fabric.run_ring relies on it).
+    fixed = True
+
     name = "dragonfly policy"
 
     def __init__(self, topology: Topology, rng: np.random.Generator, reconvergence: str | float = DEFAULT_RECONVERGENCE):

@@ -30,6 +30,9 @@ class ECMP(PolicyBase):
         Routing reconvergence time after a link fault (default 10 ms, an estimate).
     """
 
+    #: Each connection keeps the routes it got on first use until a fault (Fabric.run_ring relies on it).
+    fixed = True
+
     def __init__(self, topology: Topology, rng: np.random.Generator, reconvergence: str | float = DEFAULT_RECONVERGENCE):
         super().__init__()
         self.topology = topology
