@@ -166,3 +166,14 @@ def test_zero_capacity_link_stops_its_flows():
     rates = SOLVERS["bottleneck_filling"](np.array([0, 1, 1]), np.array([0, 0, 1]), np.ones(3),
                                           np.array([0.0, 5.0]), 2)
     assert rates.tolist() == [0.0, 0.0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(caps=st.lists(st.sampled_from([np.inf, 0.0, 0.5, 1.0, 2.0, 3.0, np.nan]), max_size=60))
+def test_cap_order_is_numpys_stable_argsort(caps):
+    """The solver sorts only the finite caps and appends the infinite ones: the same order as a
+    stable argsort of them all (ties in index order, inf before NaN)."""
+    from netsim.solver.bottleneck import _order_by_cap
+
+    a = np.array(caps, dtype=float)
+    assert _order_by_cap(a).tolist() == np.argsort(a, kind="mergesort").tolist()

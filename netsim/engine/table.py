@@ -93,7 +93,18 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
     for i in range(extra_seeds.shape[0]):
         seeds[n_seeds] = extra_seeds[i]
         n_seeds += 1
-    # Phase 1: removes (swap the last flow of each row into the hole).
+    # Phase 1: removes (swap the last flow of each row into the hole). perf: a row the removes
+    # empty ends empty in any order: marked -1 in ``local``, it only counts down (a split
+    # message's pieces leave their NIC port and most core links all together).
+    if removes.shape[0] > 1:
+        for r in removes:
+            for k in range(nl[r]):
+                local[links[r, k]] += 1
+        for r in removes:
+            for k in range(nl[r]):
+                link = links[r, k]
+                if local[link] > 0:
+                    local[link] = -1 if local[link] == cnt[link] else 0
     for r in removes:
         if num[r, RATE] < level:
             level = num[r, RATE]
@@ -101,8 +112,13 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
             link = links[r, k]
             seeds[n_seeds] = link
             n_seeds += 1
-            p = pos[r, k]
             c = cnt[link] - 1
+            if local[link] < 0:
+                cnt[link] = c
+                if c == 0:
+                    local[link] = 0
+                continue
+            p = pos[r, k]
             last = rows[link, c]
             if last != r:
                 rows[link, p] = last
@@ -365,6 +381,32 @@ def _next(num, hkeys, hvals, stats):
 
 
 @njit(cache=True, nogil=True)
+def _place_by_fid(num, found, start, end):
+    """Order ``found[start:end]`` by fid (unique) when the fids span at most 4 x as many values as
+    there are slots: each goes to its fid's place, then the places are read in order. Returns False
+    (changing nothing) when the span is wider."""
+    lo = hi = num[found[start], FID]
+    for j in range(start + 1, end):
+        f = num[found[j], FID]
+        if f < lo:
+            lo = f
+        elif f > hi:
+            hi = f
+    span = int(hi - lo) + 1
+    if span > 4 * (end - start):
+        return False
+    place = np.full(span, -1, np.int64)
+    for j in range(start, end):
+        place[int(num[found[j], FID] - lo)] = found[j]
+    q = start
+    for x in range(span):
+        if place[x] >= 0:
+            found[q] = place[x]
+            q += 1
+    return True
+
+
+@njit(cache=True, nogil=True)
 def _drain_kernel(num, horizon, now, hkeys, hvals, stats, slot_int, links, w, pos, rows, roww, link_int, link_flt,
                   scratch, groups, fuse, rtol, prune):
     """Drain the slots finishing by ``horizon``, in (finish time, fid) order; they are never drained again.
@@ -397,7 +439,18 @@ def _drain_kernel(num, horizon, now, hkeys, hvals, stats, slot_int, links, w, po
     start = 0
     for i in range(1, count + 1):
         if i == count or keys[i] != keys[start]:
-            if i - start > 1:
+            if i - start <= 32:  # perf: a short run sorted in place (no arrays to allocate)
+                for j in range(start + 1, i):
+                    s = found[j]
+                    fid = num[s, FID]
+                    q = j - 1
+                    while q >= start and num[found[q], FID] > fid:
+                        found[q + 1] = found[q]
+                        q -= 1
+                    found[q + 1] = s
+            elif _place_by_fid(num, found, start, i):
+                pass  # perf: a dense range of fids (a ring step's pieces) placed in linear time
+            else:
                 run = found[start:i]
                 fids = np.empty(i - start)
                 for j in range(i - start):
@@ -1126,7 +1179,7 @@ def _drop_stale_kernels() -> None:
     import netsim.solver.bottleneck as solver
 
     changed = Path(solver.__file__).stat().st_mtime
-    for kernel in (_flush_kernel, _drain_kernel, _push_finish, _rebuild_heap, _next, _ring_kernel, _ring_send,
+    for kernel in (_flush_kernel, _drain_kernel, _place_by_fid, _push_finish, _rebuild_heap, _next, _ring_kernel, _ring_send,
                    _ring_complete, _ring_arm_timer, _ring_plan, _arrival_push, _arrival_pop):
         try:
             index = Path(kernel._cache._cache_file._index_path)

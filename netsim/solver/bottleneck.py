@@ -68,6 +68,33 @@ def _heap_pop(keys, vals, size):
 
 
 @njit(cache=True, nogil=True)
+def _order_by_cap(caps):
+    """``np.argsort(caps, kind="mergesort")``: flows by cap, ties in index order. perf: only the
+    finite caps are sorted, the infinite ones (most flows of a large component) follow in order."""
+    n_inf = 0
+    for f in range(caps.shape[0]):
+        if caps[f] == np.inf:
+            n_inf += 1
+        elif not caps[f] < np.inf:  # NaN: numpy's order puts it after inf
+            return np.argsort(caps, kind="mergesort")
+    if n_inf == 0:
+        return np.argsort(caps, kind="mergesort")
+    finite = np.empty(caps.shape[0] - n_inf, np.int64)
+    order = np.empty(caps.shape[0], np.int64)
+    k = 0
+    q = finite.shape[0]
+    for f in range(caps.shape[0]):
+        if caps[f] == np.inf:
+            order[q] = f
+            q += 1
+        else:
+            finite[k] = f
+            k += 1
+    order[:finite.shape[0]] = finite[np.argsort(caps[finite], kind="mergesort")]
+    return order
+
+
+@njit(cache=True, nogil=True)
 def _bottleneck(entry_flow, entry_link, entry_weight, capacity, n_flows, caps, rtol):
     n_links = capacity.shape[0]
     n_entries = entry_flow.shape[0]
@@ -123,7 +150,7 @@ def _bottleneck(entry_flow, entry_link, entry_weight, capacity, n_flows, caps, r
             size = _heap_push(heap_keys, heap_vals, size, level[link], link)
     rate = np.zeros(n_flows)
     frozen = np.zeros(n_flows, np.bool_)
-    by_cap = np.argsort(caps, kind="mergesort")
+    by_cap = _order_by_cap(caps)
     next_cap = 0
     live = n_flows
     t = 0.0
