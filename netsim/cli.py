@@ -107,7 +107,7 @@ def _warm_engine() -> None:
     from netsim.engine.table import kernels_cached, warm_up
     from netsim.solver import COMPILED
     if COMPILED and not kernels_cached():
-        with err.status("Compiling the engine's kernels (first run on this machine: about 15 s, cached after)"):
+        with err.status("Compiling the engine's kernels (first run on this machine: about 40 s, cached after)"):
             warm_up()
 
 

@@ -224,10 +224,11 @@ def test_without_numba_the_python_engine_and_numpy_solver_pass_the_golden_test()
 
 
 def test_warm_up_compiles_and_caches_the_kernels():
-    from netsim.engine.table import kernels_cached, warm_up
+    from netsim.engine.table import _ring_kernel, kernels_cached, warm_up
 
     warm_up()
     assert kernels_cached()
+    assert len(_ring_kernel.signatures) == 1  # the ring kernel too, once for both of its modes
 
 
 def test_kernel_older_than_the_solver_it_inlines_is_recompiled():

@@ -1163,11 +1163,24 @@ def _widen(a: np.ndarray, width: int) -> np.ndarray:
 
 
 def warm_up() -> None:
-    """Compile the kernels now (or load them from numba's on-disk cache): a tiny flush and drain."""
+    """Compile the kernels now (or load them from numba's on-disk cache): a tiny flush and drain,
+    and a tiny ring run in one call (:meth:`~netsim.engine.fabric.Fabric.run_ring`)."""
     table = FlowTable(np.ones(3), slots=2)
     table.flush([], [(0, np.array([0, 1]), np.array([1.0, 0.5]), math.inf, 1.0, 0, 1.0),
                      (1, np.array([1, 2]), np.ones(2), 5.0, 1.0, 1, 1.0)], [], set(), 0.0)
     table.drain(math.inf, 0.0, True)
+    from netsim.collectives.ring import ring_allreduce  # (here: they import this module)
+    from netsim.engine.fabric import Environment, Fabric
+    from netsim.routing import make_routing
+    from netsim.topology import leaf_spine
+
+    topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=1, gpus_per_host=1, nics_per_host=1, nic_bandwidth_Bps=1e9,
+                      uplink_bandwidth_Bps=1e9, intra_bandwidth_Bps=1e10)
+    for routing in ("ecmp", "ethereal"):  # (one compiled ring kernel serves both modes)
+        env = Environment()
+        fabric = Fabric(env, topo, make_routing(routing, topo, np.random.default_rng(0)), track_congestion=False,
+                        compiled=True)
+        env.run(env.process(ring_allreduce(env, fabric, [0, 1], 1e6)))
 
 
 def _drop_stale_kernels() -> None:
@@ -1198,6 +1211,7 @@ _drop_stale_kernels()
 def kernels_cached() -> bool:
     """Whether numba has compiled the kernels on this machine before (a first run takes ~15 s)."""
     try:
-        return all(Path(k._cache._cache_file._index_path).is_file() for k in (_flush_kernel, _drain_kernel))
+        return all(Path(k._cache._cache_file._index_path).is_file() for k in (_flush_kernel, _drain_kernel,
+                                                                                 _ring_kernel))
     except AttributeError:  # no numba (plain functions), or a numba without this cache layout
         return True
