@@ -253,6 +253,7 @@ def test_kernel_older_than_the_solver_it_inlines_is_recompiled():
 @pytest.mark.parametrize("fids", [
     [7, 3, 9, 1, 4],                                            # a short run: sorted in place
     list(np.random.default_rng(0).permutation(200) + 1000),     # a dense range: placed by fid
+    list(np.random.default_rng(2).choice(3000, 200, replace=False) + 50),  # 15 x as wide: placed too
     list(np.random.default_rng(1).choice(10**6, 200, replace=False)),  # sparse: a full sort
 ])
 def test_flows_draining_at_one_instant_come_out_in_fid_order(fids):

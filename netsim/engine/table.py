@@ -382,9 +382,10 @@ def _next(num, hkeys, hvals, stats):
 
 @njit(cache=True, nogil=True)
 def _place_by_fid(num, found, start, end):
-    """Order ``found[start:end]`` by fid (unique) when the fids span at most 4 x as many values as
-    there are slots: each goes to its fid's place, then the places are read in order. Returns False
-    (changing nothing) when the span is wider."""
+    """Order ``found[start:end]`` by fid (unique) when the fids span at most 16 x as many values as
+    there are slots (a ring step's pieces: about 7 x, other messages' fids in between): each goes
+    to its fid's place, then the places are read in order. Returns False (changing nothing) when
+    the span is wider."""
     lo = hi = num[found[start], FID]
     for j in range(start + 1, end):
         f = num[found[j], FID]
@@ -393,7 +394,7 @@ def _place_by_fid(num, found, start, end):
         elif f > hi:
             hi = f
     span = int(hi - lo) + 1
-    if span > 4 * (end - start):
+    if span > 16 * (end - start):
         return False
     place = np.full(span, -1, np.int64)
     for j in range(start, end):
