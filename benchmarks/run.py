@@ -210,7 +210,32 @@ def sweep_scaling(name: str, runs: int = 200) -> dict:
             times[workers] = time.perf_counter() - t0
             assert report.failed == 0
     return _row(name, 64, times[1] + times[2], float("nan"), runs=len(planned), one_worker_s=round(times[1], 2),
-                two_workers_s=round(times[2], 2), speedup=round(times[1] / times[2], 2))
+                two_workers_s=round(times[2], 2), speedup=round(times[1] / times[2], 2),
+                machine_speedup=round(machine_speedup(), 2))
+
+
+def _spin(n: int) -> int:
+    s = 0
+    for i in range(n):
+        s += i * i % 7
+    return s
+
+
+def machine_speedup(n: int = 10_000_000) -> float:
+    """What this machine gives two processes right now: a pure-Python loop run 4 times serially and
+    then by a pool of 2 forked workers. On a shared VM it moves from run to run, and it bounds what
+    any sweep can scale to."""
+    import multiprocessing
+
+    t0 = time.perf_counter()
+    for _ in range(4):
+        _spin(n)
+    serial = time.perf_counter() - t0
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        t0 = time.perf_counter()
+        pool.map(_spin, [n] * 4)
+        parallel = time.perf_counter() - t0
+    return serial / parallel
 
 
 def run_file(name: str, experiment: str, variant: str) -> dict:
