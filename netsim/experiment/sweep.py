@@ -292,6 +292,29 @@ def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
     os.replace(tmp, path)
 
 
+_OK_STATUS = {"status": "ok", "error": "", "traceback": ""}
+
+
+def _with_status(parts: list[pd.DataFrame], ok: list[bool]) -> pd.DataFrame:
+    """The runs table from its parts, finished runs (``ok``) marked ok with no error.
+
+    The same table as giving each finished run's row the three columns before concatenating
+    (``DataFrame.assign``), in one step: perf, a sweep's serial tail (0.6 s for 200 runs)."""
+    columns: dict[str, None] = {}
+    for part, is_ok in zip(parts, ok):
+        columns.update(dict.fromkeys(part.columns))
+        if is_ok:
+            columns.update(dict.fromkeys(c for c in _OK_STATUS if c not in part.columns))
+    df = pd.concat(parts, ignore_index=True)
+    rows = np.repeat(np.array(ok), [len(p) for p in parts])
+    for col, value in _OK_STATUS.items():
+        if col in df.columns:
+            df.loc[rows, col] = value
+        else:  # only finished runs: every row
+            df[col] = value
+    return df[list(columns)]
+
+
 def combine(out: Path, planned: list[PlannedRun], exp: ExperimentFile, *, complete: bool, wall_s: float,
             cache: dict[str, dict[str, pd.DataFrame]] | None = None) -> dict:
     """Write the top-level tables and ``manifest.json`` from the runs of ``planned`` found under ``out/runs``.
@@ -302,6 +325,7 @@ def combine(out: Path, planned: list[PlannedRun], exp: ExperimentFile, *, comple
     """
     done = completed(out)
     frames: dict[str, list[pd.DataFrame]] = {name.removesuffix(".parquet"): [] for name in RESULT_FILES}
+    ok_parts: set[int] = set()  # parts of the runs table that are a finished run's row (status set below)
     statuses = []
     for run in planned:
         info = done.get(run.run_id)
@@ -322,15 +346,18 @@ def combine(out: Path, planned: list[PlannedRun], exp: ExperimentFile, *, comple
                 f = part / f"{name}.parquet"
                 if f.is_file():
                     frames[name].append(pd.read_parquet(f))
-            frames["runs"][-1] = frames["runs"][-1].assign(status="ok", error="", traceback="")
+            ok_parts.add(len(frames["runs"]) - 1)
         else:
             row = {"run_id": run.run_id, **_label(run), "status": "failed", "error": info.get("error", ""),
                    "traceback": info.get("traceback", "")}
             frames["runs"].append(pd.DataFrame([row]))
     labels = ["variant", "seed", *dict.fromkeys(k for run in planned for k in run.params if k != "seed")]
     for name, parts in frames.items():
+        ok = [i in ok_parts for i, p in enumerate(parts) if len(p.columns)] if name == "runs" else []
         parts = [p for p in parts if len(p.columns)]
-        if parts:
+        if name == "runs" and any(ok):
+            df = _with_status(parts, ok)
+        elif parts:
             df = pd.concat(parts, ignore_index=True)
         else:  # no run produced this table: still every documented column
             rest = [c for c in TABLE_COLUMNS.get(name, []) if c != "run_id"]
