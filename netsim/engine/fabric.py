@@ -18,6 +18,7 @@ import heapq
 import math
 from collections import defaultdict, deque
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import simpy
@@ -185,6 +186,32 @@ class LinkSeries:
         with np.errstate(divide="ignore", invalid="ignore"):
             util = data / (capacity_Bps[links][:, None] * np.where(widths > 0, widths, np.nan)[None, :])
         return links, starts, np.nan_to_num(util)
+
+
+class _RingRoutes(NamedTuple):
+    """A ring's routes as :func:`~netsim.engine.table._ring_kernel` takes them: fixed per connection
+    (``c_*``), or Ethereal's candidate paths per connection (``p_*``) with its batch groups; plus
+    what the table must have room for."""
+
+    c_links: np.ndarray  # fixed: each connection's links (padded), weights, link count, cap, delay, paths
+    c_w: np.ndarray
+    c_nl: np.ndarray
+    c_cap: np.ndarray
+    c_delay: np.ndarray
+    c_paths: np.ndarray
+    p_links: np.ndarray  # Ethereal: each connection's candidate paths' links, link counts, delays
+    p_nl: np.ndarray
+    p_delay: np.ndarray
+    c_group: np.ndarray  # its batch group (sender NIC, uplink set) and sort rank; per group: uplinks, cursor
+    c_rank: np.ndarray
+    g_s: np.ndarray
+    g_cursor: np.ndarray
+    plan: np.ndarray  # written back: each connection's last window (start, paths, fraction)
+    slots: int  # flows the ring can have in flight (once), the most crossing one link, link entries
+    crossing: int
+    link_entries: int
+    options: list | tuple = ()  # Ethereal: each connection's (keys, by key, paths), and the groups' cursor keys
+    keys: list | tuple = ()
 
 
 class Fabric:
@@ -503,20 +530,19 @@ class Fabric:
         if len(set(conns)) != len(conns) or any(c.src == c.dst for c in conns):
             return None
         n = len(conns)
-        ring_args = self._ring_planned(conns) if planned else self._ring_fixed(conns)
-        if ring_args is None:
+        rr = self._ring_planned(conns) if planned else self._ring_fixed(conns)
+        if rr is None:
             return None
-        slots, crossing, link_entries = ring_args[-3:]
         # Room for every flow the ring can have in flight, twice (a flush places a connection's
         # next message before it frees the one that drained): slots, their links, each link's row
         # (the flush kernel checks a row's room before its removes), scratch, message groups.
-        slots *= 2
-        width = max(ring_args[0].shape[-1], ring_args[6].shape[-1])
+        slots = 2 * rr.slots
+        width = max(rr.c_links.shape[-1], rr.p_links.shape[-1])
         if len(table.free) < slots or width > table.links.shape[1]:
             table._reserve(slots, width)
-        if 2 * crossing > table.rows.shape[1]:
-            table.rows, table.roww = _widen(table.rows, 2 * crossing), _widen(table.roww, 2 * crossing)
-        need = link_entries + slots * table.links.shape[1] + n
+        if 2 * rr.crossing > table.rows.shape[1]:
+            table.rows, table.roww = _widen(table.rows, 2 * rr.crossing), _widen(table.roww, 2 * rr.crossing)
+        need = rr.link_entries + slots * table.links.shape[1] + n
         if need > table.scratch.shape[1] or len(table.nl) > table.scratch.shape[1]:
             table.scratch = np.zeros((4, max(need, len(table.nl), 2 * table.scratch.shape[1])), np.int64)
         while planned and len(table.group_free) < n:
@@ -534,8 +560,9 @@ class Fabric:
         (iv, fv, done_t, done_order, r_fid, r_conn, r_start, r_end, r_paths, stale, n_stale) = _ring_kernel(
             table.slot_int, table.links, table.w, table.pos, table.num, table.rows, table.roww, table.link_int,
             table.link_flt, table.scratch, table.hkeys, table.hvals, table.stats, table.groups, free, len(table.free),
-            gfree, len(table.group_free), *ring_args[:6], np.asarray(receiver, np.int64), planned, *ring_args[6:14],
-            size, n_msgs, chunks, posted, delivered, c_qps, env.now, self.tolerance_s, self._next_t, self._next_fid,
+            gfree, len(table.group_free), rr.c_links, rr.c_w, rr.c_nl, rr.c_cap, rr.c_delay, rr.c_paths,
+            np.asarray(receiver, np.int64), planned, rr.p_links, rr.p_nl, rr.p_delay, rr.c_group, rr.c_rank, rr.g_s,
+            rr.g_cursor, rr.plan, size, n_msgs, chunks, posted, delivered, c_qps, env.now, self.tolerance_s, self._next_t, self._next_fid,
             self.record_flows, table.rtol, table.prune)
         self.ring_runs += 1
         # Write back what the SimPy path would have left behind.
@@ -555,7 +582,7 @@ class Fabric:
             if qps.get(c, 0) < q:
                 qps[c] = q
         if planned:
-            self._ring_replan(conns, ring_args[12], ring_args[13])
+            self._ring_replan(conns, rr)
         if self.record_flows:
             heads = [(c.label(), c.src, c.dst, c.channel, c.job, size) for c in conns]
             self.flow_records.extend((fid, *heads[i], t0, t1, k) for fid, i, t0, t1, k in
@@ -579,7 +606,7 @@ class Fabric:
                                     + int((stale < end).sum()))
         return done_t, done_order
 
-    def _ring_fixed(self, conns: list[Connection]) -> tuple | None:
+    def _ring_fixed(self, conns: list[Connection]) -> _RingRoutes | None:
         """The kernel's route arguments for connections with fixed routes (their incidence), or None."""
         entries = [self._incidence(c, self.routing.paths(c)) for c in conns]
         if any(not e[2] or not e[4] >= 0 for e in entries):
@@ -593,12 +620,13 @@ class Fabric:
             c_w[i, :len(e[2])] = e[1]
         all_links = np.concatenate([e[0] for e in entries])
         none_i = np.zeros(0, np.int64)
-        return (c_links, c_w, np.array([len(e[2]) for e in entries], np.int64), np.full(n, math.inf),
-                np.array([e[4] for e in entries]), np.array([e[6] for e in entries], np.int64),
-                np.zeros((0, 0, 1), np.int64), np.zeros((0, 0), np.int64), np.zeros((0, 0)), none_i, none_i, none_i,
-                none_i, np.zeros((3, 0)), n, int(np.bincount(all_links).max()), len(all_links))
+        return _RingRoutes(c_links, c_w, np.array([len(e[2]) for e in entries], np.int64), np.full(n, math.inf),
+                           np.array([e[4] for e in entries]), np.array([e[6] for e in entries], np.int64),
+                           np.zeros((0, 0, 1), np.int64), np.zeros((0, 0), np.int64), np.zeros((0, 0)), none_i,
+                           none_i, none_i, none_i, np.zeros((3, 0)), n, int(np.bincount(all_links).max()),
+                           len(all_links))
 
-    def _ring_planned(self, conns: list[Connection]) -> tuple | None:
+    def _ring_planned(self, conns: list[Connection]) -> _RingRoutes | None:
         """The kernel's route arguments under Ethereal: every connection's candidate paths (in the
         policy's uplink order), its batch group (sender NIC, uplink set) and sort rank, the groups'
         uplink counts and cursors; None if a path crosses no link."""
@@ -629,19 +657,16 @@ class Fabric:
                 p_delay[i, p] = e[4]
         all_links = np.concatenate([e[0] for paths in per_path for e in paths])
         none_i = np.zeros(0, np.int64)
-        self._ring_groups = (options, keys)
-        return (np.zeros((0, 1), np.int64), np.zeros((0, 1)), none_i, np.full(n, math.inf), np.zeros(n), none_i,
-                p_links, p_nl, p_delay, c_group, c_rank, g_s, g_cursor, np.zeros((3, n)),
-                int((p_nl > 0).sum()), int(np.bincount(all_links).max()), len(all_links))
+        return _RingRoutes(np.zeros((0, 1), np.int64), np.zeros((0, 1)), none_i, np.full(n, math.inf), np.zeros(n),
+                           none_i, p_links, p_nl, p_delay, c_group, c_rank, g_s, g_cursor, np.zeros((3, n)),
+                           int((p_nl > 0).sum()), int(np.bincount(all_links).max()), len(all_links), options, keys)
 
-    def _ring_replan(self, conns: list[Connection], g_cursor: np.ndarray, plan: np.ndarray) -> None:
+    def _ring_replan(self, conns: list[Connection], rr: _RingRoutes) -> None:
         """Leave Ethereal as its plans would have: each group's cursor, each connection's last window."""
-        routing = self.routing
-        options, keys = self._ring_groups
-        del self._ring_groups
-        for key, cursor in zip(keys, g_cursor.tolist()):
+        routing, plan = self.routing, rr.plan
+        for key, cursor in zip(rr.keys, rr.g_cursor.tolist()):
             routing._cursor[key] = cursor
-        for c, opt, at, k, frac in zip(conns, options, plan[0].tolist(), plan[1].tolist(), plan[2].tolist()):
+        for c, opt, at, k, frac in zip(conns, rr.options, plan[0].tolist(), plan[1].tolist(), plan[2].tolist()):
             routes = Window(opt[2], int(at), int(k), frac)
             if routes != routing._routes.get(c):
                 routing._routes[c] = routes
