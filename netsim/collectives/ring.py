@@ -59,6 +59,29 @@ def channel_ring(gpus: Sequence[int], gpu_host: Sequence[int], channel: int) -> 
     return order
 
 
+def _layout(fabric: Fabric, gpus: Sequence[int], size_bytes: float, channels: int, job: int, comm: int,
+            channel_base: int, chunk_bytes: float | None) -> tuple[float, int, list[list[int]], list[Connection]]:
+    """(a step's piece per rank and channel, slices per step, each channel's ring order, each
+    (channel, rank)'s connection to its successor, channel-major)."""
+    n = len(gpus)
+    piece = size_bytes / (n * channels)
+    chunks = max(1, math.ceil(piece / chunk_bytes)) if chunk_bytes else 1
+    orders = [channel_ring(gpus, fabric.topology.gpu_host, c) for c in range(channels)]
+    conns = [Connection(order[r], order[(r + 1) % n], channel_base + c, job, comm) for c, order in enumerate(orders)
+             for r in range(n)]
+    return piece, chunks, orders, conns
+
+
+def _per_gpu(env: simpy.Environment, gpus: Sequence[int], orders: list[list[int]],
+             events: list[simpy.Event]) -> dict[int, simpy.Event]:
+    """Per GPU, the end of its ranks (``events`` channel-major, as :func:`_layout`'s connections)."""
+    per_gpu: dict[int, list[simpy.Event]] = {g: [] for g in gpus}
+    for c, order in enumerate(orders):
+        for r, gpu in enumerate(order):
+            per_gpu[gpu].append(events[c * len(order) + r])
+    return {g: evs[0] if len(evs) == 1 else env.all_of(evs) for g, evs in per_gpu.items()}
+
+
 def ring_processes(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, steps: int,
                    *, channels: int = 1, job: int = 0, comm: int = 0, channel_base: int = 0,
                    ready: dict[int, simpy.Event] | None = None,
@@ -72,18 +95,15 @@ def ring_processes(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], 
     n = len(gpus)
     if n < 2:
         return {g: ready[g] if ready and g in ready else env.timeout(0) for g in gpus}
-    piece = size_bytes / (n * channels)
-    chunks = max(1, math.ceil(piece / chunk_bytes)) if chunk_bytes else 1
-    per_gpu: dict[int, list[simpy.Event]] = {g: [] for g in gpus}
-    for c in range(channels):
-        order = channel_ring(gpus, fabric.topology.gpu_host, c)
+    piece, chunks, orders, conns = _layout(fabric, gpus, size_bytes, channels, job, comm, channel_base, chunk_bytes)
+    procs = []
+    for c, order in enumerate(orders):
         arrivals = Arrivals(env, n)
         for r in range(n):
-            conn = Connection(order[r], order[(r + 1) % n], channel_base + c, job, comm)
             start = ready.get(order[r]) if ready else None
-            per_gpu[order[r]].append(env.process(_ring_rank(env, fabric, order, r, steps, piece, arrivals, conn,
-                                                            start, chunks)))
-    return {g: evs[0] if len(evs) == 1 else env.all_of(evs) for g, evs in per_gpu.items()}
+            procs.append(env.process(_ring_rank(env, fabric, order, r, steps, piece, arrivals,
+                                                conns[c * n + r], start, chunks)))
+    return _per_gpu(env, gpus, orders, procs)
 
 
 def ring(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, steps: int,
@@ -98,11 +118,7 @@ def ring(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes
         return
     run_ring = getattr(fabric, "run_ring", None)  # (the ideal model's fabric has none)
     if steps > 0 and run_ring is not None:
-        piece = size_bytes / (n * channels)
-        chunks = max(1, math.ceil(piece / chunk_bytes)) if chunk_bytes else 1
-        orders = [channel_ring(gpus, fabric.topology.gpu_host, c) for c in range(channels)]
-        conns = [Connection(order[r], order[(r + 1) % n], c, job, comm) for c, order in enumerate(orders)
-                 for r in range(n)]
+        piece, chunks, orders, conns = _layout(fabric, gpus, size_bytes, channels, job, comm, 0, chunk_bytes)
         receiver = [c * n + (r + 1) % n for c in range(channels) for r in range(n)]
         fast = run_ring(conns, receiver, piece / chunks, steps * chunks, chunks)
         if fast is not None:
@@ -111,11 +127,7 @@ def ring(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes
             ends: list[simpy.Event | None] = [None] * len(conns)
             for i in finished.tolist():
                 ends[i] = fabric.push_event(float(done_t[i]))
-            per_gpu: dict[int, list] = {g: [] for g in gpus}
-            for c, order in enumerate(orders):
-                for r in range(n):
-                    per_gpu[order[r]].append(ends[c * n + r])
-            yield env.all_of([evs[0] if len(evs) == 1 else env.all_of(evs) for evs in per_gpu.values()])
+            yield env.all_of(list(_per_gpu(env, gpus, orders, ends).values()))
             return
     yield env.all_of(list(ring_processes(env, fabric, gpus, size_bytes, steps, channels=channels, job=job, comm=comm,
                                          chunk_bytes=chunk_bytes).values()))
