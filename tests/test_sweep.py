@@ -13,8 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
 from typer.testing import CliRunner
 
@@ -24,7 +27,7 @@ from netsim.errors import ConfigError
 from netsim.experiment.executors import DaskExecutor, LocalExecutor, SerialExecutor, make_executor
 from netsim.experiment.run import spec_hash
 from netsim.experiment.summary import interval, summarize
-from netsim.experiment.sweep import completed, derived_seeds, expand, run_sweep, unique_ids
+from netsim.experiment.sweep import _concat, completed, derived_seeds, expand, run_sweep, unique_ids
 
 runner = CliRunner()
 
@@ -778,3 +781,33 @@ def test_a_malformed_set_is_bad_input(tmp_path):
     out = tmp_path / "out"
     result = invoke("sweep", path, "--out", out, "--executor", "serial", "--no-report", "--set", "workload.size")
     assert result.exit_code == 2 and "KEY=VALUE" in result.output and not out.exists()
+
+
+_CELLS = {"i": st.integers(-2**40, 2**40), "f": st.floats(allow_nan=True), "s": st.text(max_size=4),
+          "o": st.none() | st.text(max_size=2)}
+
+
+@st.composite
+def _parts(draw):
+    """1-6 small DataFrames; with ``same``, one set of columns and dtypes, else random subsets of them."""
+    kinds = draw(st.lists(st.sampled_from(sorted(_CELLS)), min_size=1, max_size=5))
+    same = draw(st.booleans())
+    parts = []
+    for _ in range(draw(st.integers(1, 6))):
+        cols = list(enumerate(kinds)) if same else draw(st.lists(st.sampled_from(list(enumerate(kinds))),
+                                                                  min_size=1, unique=True))
+        rows = draw(st.integers(0, 3))
+        parts.append(pd.DataFrame({f"{k}{i}": draw(st.lists(_CELLS[k], min_size=rows, max_size=rows))
+                                   for i, k in cols}))
+    return parts
+
+
+@settings(max_examples=60, deadline=None)
+@given(_parts())
+def test_combining_arrow_parts_stacks_them_as_pandas_does(parts):
+    """The combined tables come from the parts as written (Arrow tables): one schema is stacked in
+    Arrow, anything else by pandas; either way, the DataFrame pandas makes of the parts read back."""
+    tables = [pa.Table.from_pandas(p, preserve_index=False) for p in parts]
+    expected = pd.concat([t.to_pandas() for t in tables], ignore_index=True)
+    assert_frame_equal(_concat(tables), expected)
+    assert_frame_equal(_concat([*tables[:-1], tables[-1].to_pandas()]), expected)  # a failed run's row
