@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from netsim.errors import ConfigError
 from netsim.experiment.executors import DaskExecutor, LocalExecutor, SerialExecutor, make_executor
 from netsim.experiment.run import spec_hash
 from netsim.experiment.summary import interval, summarize
-from netsim.experiment.sweep import _concat, completed, derived_seeds, expand, run_sweep, unique_ids
+from netsim.experiment.sweep import ArrowTables, _concat, completed, derived_seeds, expand, run_sweep, unique_ids
 
 runner = CliRunner()
 
@@ -811,3 +812,16 @@ def test_combining_arrow_parts_stacks_them_as_pandas_does(parts):
     expected = pd.concat([t.to_pandas() for t in tables], ignore_index=True)
     assert_frame_equal(_concat(tables), expected)
     assert_frame_equal(_concat([*tables[:-1], tables[-1].to_pandas()]), expected)  # a failed run's row
+
+
+@settings(max_examples=30, deadline=None)
+@given(_parts())
+def test_a_runs_tables_reach_the_driver_unchanged(parts):
+    """Workers send each run's Arrow tables as IPC streams: same columns, types, values and the
+    pandas metadata that gives back the same DataFrame."""
+    tables = ArrowTables({f"t{i}": pa.Table.from_pandas(p, preserve_index=False) for i, p in enumerate(parts)})
+    back = pickle.loads(pickle.dumps(tables))
+    assert type(back) is ArrowTables and list(back) == list(tables)
+    for name, table in tables.items():
+        assert back[name].equals(table) and back[name].schema.equals(table.schema, check_metadata=True)
+        assert_frame_equal(back[name].to_pandas(), table.to_pandas())

@@ -223,7 +223,28 @@ def _label(run: PlannedRun) -> dict[str, Any]:
     return cols
 
 
-def _write_run(out: Path, run: PlannedRun, outcome: RunOutcome) -> dict[str, pa.Table]:
+def _ipc_bytes(table: pa.Table) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def _from_ipc(streams: dict[str, pa.Buffer]) -> ArrowTables:
+    return ArrowTables({name: pa.ipc.open_stream(buf).read_all() for name, buf in streams.items()})
+
+
+class ArrowTables(dict):
+    """A run's tables by name, as Arrow tables, that pickle as Arrow IPC streams.
+
+    perf: a worker sends each run's tables back to the driver; pickling ~200 Arrow columns one by
+    one took 3 ms a run, an IPC stream per table 0.4 ms (and 0.25 ms to read back instead of 1.4)."""
+
+    def __reduce__(self):
+        return _from_ipc, ({name: _ipc_bytes(table) for name, table in self.items()},)
+
+
+def _write_run(out: Path, run: PlannedRun, outcome: RunOutcome) -> ArrowTables:
     """``out/runs/<run_id>/``: the run's tables and ``run.json``, renamed into place when complete.
 
     Returns the tables as written (with the label columns), as Arrow tables: the form in which
@@ -231,7 +252,7 @@ def _write_run(out: Path, run: PlannedRun, outcome: RunOutcome) -> dict[str, pa.
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{run.run_id}.tmp-", dir=runs_dir))
-    written: dict[str, pa.Table] = {}
+    written = ArrowTables()
     try:
         labels = _label(run)
         for name, df in outcome.tables.items():
