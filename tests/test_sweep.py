@@ -28,7 +28,15 @@ from netsim.errors import ConfigError
 from netsim.experiment.executors import DaskExecutor, LocalExecutor, SerialExecutor, make_executor
 from netsim.experiment.run import spec_hash
 from netsim.experiment.summary import interval, summarize
-from netsim.experiment.sweep import ArrowTables, _concat, completed, derived_seeds, expand, run_sweep, unique_ids
+from netsim.experiment.sweep import (
+    ArrowTables,
+    _concat,
+    completed,
+    derived_seeds,
+    expand,
+    run_sweep,
+    unique_ids,
+)
 
 runner = CliRunner()
 
