@@ -185,7 +185,8 @@ class RunOutcome:
 
     run_id: str
     ok: bool
-    tables: dict[str, pd.DataFrame | pa.Table] = field(default_factory=dict)  #: as written: Arrow tables
+    #: the run's DataFrames; once written (``written``), the Arrow tables as written, with the labels
+    tables: dict[str, pd.DataFrame | pa.Table] = field(default_factory=dict)
     info: dict = field(default_factory=dict)
     error: str = ""
     traceback: str = ""
