@@ -2,6 +2,50 @@
 
 from __future__ import annotations
 
+#: Characters of a user's value that a message keeps (the rest is elided, with a count).
+SHOWN_CHARS = 60
+#: Longest text a :class:`ConfigError` formats to, file and path included: a last guard, since a
+#: message that embeds user input unshortened could otherwise run to megabytes.
+MAX_MESSAGE_CHARS = 1_500
+
+
+def shorten(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for a message: the first ``limit`` characters, and how many were elided.
+
+    Strings are cut before ``repr`` (a 12 MB value costs nothing), integers too long to print say
+    how long they are.
+
+    Examples
+    --------
+    >>> shorten("400Gbps")
+    "'400Gbps'"
+    >>> shorten("x" * 1000, 8)
+    "'xxxxxxxx...' (992 more characters)"
+    >>> shorten(10**5000)
+    'an integer of 5,001 digits'
+    """
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        text = repr(value[:limit])
+        return f"{text[:-1]}...{text[-1]} ({len(value) - limit:,} more characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+        digits = len(str(abs(value))) if value.bit_length() < 14_000 else _digits(abs(value))
+        return f"an integer of {digits:,} digits"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an object holding an integer too long to print, or a cycle
+        return f"a {type(value).__name__}"
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
+def _digits(n: int) -> int:
+    """Decimal digits of a positive integer too long for ``str`` (Python refuses past 4,300 digits)."""
+    estimate = int(n.bit_length() * 0.30102999566398120)  # log10(2)
+    return estimate + 1 if n >= 10**estimate else estimate
+
 
 class NetsimError(Exception):
     """Base class of every error netsim raises on purpose (bad input, impossible request)."""
@@ -34,9 +78,14 @@ class ConfigError(NetsimError):
         super().__init__(self.format())
 
     def format(self) -> str:
-        """One line: ``file:line: path: message`` with the parts that are known."""
+        """One line: ``file:line: path: message`` with the parts that are known, at most
+        :data:`MAX_MESSAGE_CHARS` characters."""
         where = ""
         if self.file:
             where = f"{self.file}:{self.line}: " if self.line else f"{self.file}: "
         at = f"{self.path}: " if self.path else ""
-        return f"{where}{at}{self.message}"
+        text = f"{where}{at}{self.message}"
+        if len(text) > MAX_MESSAGE_CHARS:
+            keep = MAX_MESSAGE_CHARS - 40
+            text = f"{text[:keep]}... ({len(text) - keep:,} more characters)"
+        return text

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from netsim import units
-from netsim.errors import UnitError
+from netsim.errors import UnitError, shorten
 from netsim.units import format_bandwidth, format_size, format_time, parse_bandwidth, parse_size, parse_time
 
 PARSE = {"size": parse_size, "bandwidth": parse_bandwidth, "time": parse_time}
@@ -114,7 +114,8 @@ def test_rejected_inputs_raise_unit_error_naming_input_and_accepted_forms(kind, 
     with pytest.raises(UnitError) as info:
         PARSE[kind](value)
     message = str(info.value)
-    assert repr(value) in message
+    # the value as messages show it: its repr, elided past 60 characters (10**400 is 401 digits)
+    assert shorten(value) in message
     assert f"as a {kind}" in message
     assert EXAMPLE[kind] in message
     assert isinstance(info.value, ValueError)  # UnitError is also a ValueError, for pydantic
@@ -213,3 +214,38 @@ def test_display_digits():
     assert format_time(0.02114229216, 4) == "21.14ms"
     assert format_bandwidth(101.5728868e9 / 8, 4) == "101.6Gbps"
     assert format_size(1234567, 3) == "1.18MiB"
+
+
+LONG = ["1" * 65, " " * 1_000_000, "1" * 1_000_000 + "B", "1" + " " * 200_000 + "x", "1." + "9" * 999_999,
+        "\n" * 100_000 + "1B"]
+
+
+@pytest.mark.parametrize("kind", sorted(PARSE))
+@pytest.mark.parametrize("text", LONG, ids=["65 digits", "1M spaces", "1M digits", "spaces then x", "1M decimals",
+                                             "newlines"])
+def test_long_strings_are_refused_at_once_saying_how_long(kind, text):
+    import time
+    start = time.perf_counter()
+    with pytest.raises(UnitError) as info:
+        PARSE[kind](text)
+    assert time.perf_counter() - start < 0.05
+    message = str(info.value)
+    assert f"{len(text):,} characters long; a quantity is at most {units.MAX_QUANTITY_CHARS}" in message
+    assert f"({len(text) - 60:,} more characters)" in message and len(message) < 500
+
+
+def test_the_longest_accepted_string_is_the_limit():
+    assert parse_size("1" + " " * 61 + "KB") == 1000.0
+    with pytest.raises(UnitError, match="65 characters long"):
+        parse_size("1" + " " * 62 + "KB")
+
+
+@given(st.text(max_size=units.MAX_QUANTITY_CHARS))
+def test_any_short_text_parses_or_raises_unit_error(text):
+    for parse in PARSE.values():
+        try:
+            result = parse(text)
+        except UnitError as exc:
+            assert len(str(exc)) < 500
+        else:
+            assert math.isfinite(result) and result >= 0
