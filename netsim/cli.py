@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -111,11 +113,16 @@ def _warm_engine() -> None:
             warm_up()
 
 
+ForceOption = Annotated[bool, typer.Option(
+    "--force", help="Replace the netsim results already in the output directory (files you added there are kept).")]
+
+
 @app.command()
 def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
         out_dir: Annotated[Optional[Path], typer.Option("--out", help="Results directory (default results/NAME).")] = None,
         set_: SetOption = None, variant: VariantOption = None,
-        report: Annotated[bool, typer.Option(help="Write report.html into the results directory.")] = True) -> None:
+        report: Annotated[bool, typer.Option(help="Write report.html into the results directory.")] = True,
+        force: ForceOption = False) -> None:
     """Run an experiment and write its results directory (Parquet tables, manifest, report).
 
     A file with variants, a sweep, seeds or repeats runs all its runs, one after another, as
@@ -128,22 +135,35 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
     except ConfigError as exc:
         _fail(locate(exc, experiment))
     if exp.is_sweep:
-        _sweep(exp, experiment, out_dir, "serial", 1, None, False, report, variant)
+        _sweep(exp, experiment, out_dir, "serial", 1, None, False, report, variant, force)
         return
     if variant:
         _fail(NetsimError(f"{experiment} has no variants; --variant goes with a file that has variants:"))
+    from netsim.experiment.outdir import claim
     try:
         spec = load_spec(experiment, set_ or [])
+        target = out_dir or Path("results") / spec.name
+        claim(target, "run", force=force, option="--out" if out_dir else None)  # before the simulation: nobody waits a minute to hear it
         _warm_engine()
         result = run_experiment(spec)
     except ConfigError as exc:
         _fail(locate(exc, experiment))
     except NetsimError as exc:
         _fail(exc)
-    target = write_results([result], out_dir or Path("results") / spec.name)
+    except KeyboardInterrupt as exc:
+        _interrupted("no results were written", exc)
+    finish = None
     if report:
         from netsim.report import write_report
-        write_report(target)
+
+        def finish(staging: Path) -> None:
+            write_report(staging)
+    try:
+        target = write_results([result], target, force=force, finish=finish)
+    except NetsimError as exc:
+        _fail(exc)
+    except KeyboardInterrupt as exc:
+        _interrupted("no results were written", exc)
     _print_summary(read_results(target), spec.name)
     _out().print(f"results: {target}" + (f"  report: {target / 'report.html'}" if report else ""), highlight=False)
 
@@ -159,7 +179,8 @@ def sweep(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file 
           out_dir: Annotated[Optional[Path], typer.Option("--out", help="Results directory (default results/NAME).")] = None,
           resume: Annotated[bool, typer.Option(help="Keep the runs already in --out and run only the rest.")] = False,
           set_: SetOption = None, variant: VariantOption = None,
-          report: Annotated[bool, typer.Option(help="Write report.html into the results directory.")] = True) -> None:
+          report: Annotated[bool, typer.Option(help="Write report.html into the results directory.")] = True,
+          force: ForceOption = False) -> None:
     """Run every variant x grid point x seed of an experiment; failed runs are recorded and the rest go on.
 
     Exit status: 0 when every run succeeded, 1 when some failed, 2 for bad input.
@@ -171,23 +192,28 @@ def sweep(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file 
         _fail(NetsimError(f"--workers must be at least 1, got {workers}"))
     if scheduler and executor != "dask":
         _fail(NetsimError("--scheduler goes with --executor dask"))
+    if force and resume:
+        _fail(NetsimError("--force replaces the results in --out and --resume continues them: give one"))
     try:
         exp = load_experiment(experiment, set_ or [], param or [])
     except ConfigError as exc:
         _fail(locate(exc, experiment))
-    _sweep(exp, experiment, out_dir, executor, workers, scheduler, resume, report, variant)
+    _sweep(exp, experiment, out_dir, executor, workers, scheduler, resume, report, variant, force)
 
 
 def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: int, scheduler: str | None,
-           resume: bool, report: bool, variants: list[str] | None = None) -> None:
+           resume: bool, report: bool, variants: list[str] | None = None, force: bool = False) -> None:
     """Expand, run with a progress bar, write results and the summary; exit 1 when a run failed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
         TimeRemainingColumn
 
     from netsim.config import locate
     from netsim.experiment.executors import make_executor
+    from netsim.experiment.outdir import claim
     from netsim.experiment.sweep import expand, run_sweep, unique_ids
+    target = out_dir or Path("results") / exp.base.get("name", experiment.stem)
     try:
+        claim(target, "sweep", force=force, resume=resume, option="--out" if out_dir else None)
         planned = unique_ids(expand(exp))
         if variants:
             names = [v["name"] for v in exp.variants]
@@ -201,7 +227,6 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
         _fail(locate(exc, experiment))
     except NetsimError as exc:
         _fail(exc)
-    target = out_dir or Path("results") / exp.base.get("name", experiment.stem)
     _warm_engine()  # once here, not in every worker
     failed = 0
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -223,18 +248,48 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
             from netsim.experiment.sweep import completed
             previous = completed(target) if resume and target.exists() else {}
             progress.update(task, advance=sum(1 for r in planned if previous.get(r.run_id, {}).get("status") == "ok"))
-            result = run_sweep(planned, exp, target, runner, resume=resume, on_done=done)
+            result = run_sweep(planned, exp, target, runner, resume=resume, force=force, on_done=done)
         except NetsimError as exc:
             _fail(exc)
+        except KeyboardInterrupt as exc:
+            progress.stop()
+            _interrupted(_sweep_left(target), exc)
     if report and result.manifest["counts"]["ok"]:
+        from netsim.experiment.outdir import add_files
         from netsim.report import write_report
-        write_report(target)
+        try:
+            write_report(target)
+            add_files(target, ["report.html"])
+        except NetsimError as exc:
+            _fail(exc)
     _print_results(target)
     c = result.manifest["counts"]
     _out().print(f"{c['ok']} ok, {c['failed']} failed, {result.skipped} already done (--resume); results: {target}"
                  + (f"  report: {target / 'report.html'}" if report and c["ok"] else ""), highlight=False)
     if c["failed"]:
         raise typer.Exit(1)
+
+
+def _sweep_left(target: Path) -> str:
+    """What an interrupted sweep left behind, for the one-line message."""
+    import json
+    try:
+        counts = json.loads((target / "manifest.json").read_text()).get("counts", {})
+    except (OSError, ValueError):
+        return f"{target} is incomplete (its manifest does not say complete)"
+    return (f"{target} holds the {counts.get('ok', 0)} of {counts.get('planned', '?')} runs that finished "
+            "(manifest status: interrupted); --resume continues the sweep")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so that it cleans up as on Ctrl-C."""
+
+
+def _interrupted(left: str, exc: BaseException | None = None) -> None:
+    """Ctrl-C or SIGTERM: one line on what is left, exit 130 (SIGINT) or 143 (SIGTERM)."""
+    err.print(f"{'terminated' if isinstance(exc, Terminated) else 'interrupted'}: {left}", highlight=False,
+              markup=False, soft_wrap=True)
+    raise typer.Exit(143 if isinstance(exc, Terminated) else 130)
 
 
 def _run_label(run) -> str:
@@ -246,18 +301,33 @@ def _run_label(run) -> str:
 @app.command()
 def report(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep).")],
            out: Annotated[Optional[Path], typer.Option("--out", help="HTML file to write (default DIR/report.html).")]
-           = None) -> None:
+           = None, force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False
+           ) -> None:
     """Write the self-contained HTML dashboard of a results directory (it opens offline)."""
-    from netsim.report import write_report
-    if not (directory / "runs.parquet").is_file() or not (directory / "manifest.json").is_file():
-        _fail(NetsimError(f"{directory} is not a results directory (no runs.parquet and manifest.json)"))
-    if out is not None and not out.parent.is_dir():
-        _fail(NetsimError(f"--out {out}: directory {out.parent} does not exist"))
+    from netsim.experiment.outdir import add_files, write_file_atomically
+    from netsim.report import render_report
     try:
-        target = write_report(directory, out)
-    except OSError as exc:
-        _fail(NetsimError(f"cannot write the report: {exc.strerror or exc}"))
+        _check_results_dir(directory)
+        page = render_report(directory)
+        target = write_file_atomically(out or directory / "report.html", page, force=force)
+        if out is None:
+            add_files(directory, ["report.html"])
+    except NetsimError as exc:
+        _fail(exc)
     _out().print(f"report: {target}", highlight=False)
+
+
+def _check_results_dir(directory: Path) -> None:
+    """NetsimError unless ``directory`` is a readable, complete netsim results directory (a sweep
+    that stopped early is readable too: its manifest says what finished)."""
+    from netsim.experiment.outdir import read_manifest
+    if not directory.is_dir() or not (directory / "runs.parquet").is_file():
+        raise NetsimError(f"{directory} is not a results directory (no runs.parquet and manifest.json)")
+    manifest = read_manifest(directory)
+    status = manifest.get("status", "complete")
+    if status not in ("complete", "interrupted"):
+        raise NetsimError(f"{directory} is incomplete (manifest status: {status}); "
+                          + ("--resume finishes a sweep" if manifest.get("kind") == "sweep" else "run it again"))
 
 
 @app.command()
@@ -265,19 +335,20 @@ def results(directory: Annotated[Path, typer.Argument(help="A results directory 
             csv: Annotated[Optional[Path], typer.Option("--csv", help="Also write the summary to this CSV file.")] = None,
             metric: Annotated[Optional[list[str]], typer.Option(
                 "--metric", help="A runs.parquet column to summarise (repeatable; default: the headline ones).")] = None,
+            force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --csv file.")] = False,
             ) -> None:
     """Summarise a results directory: per variant and swept point, mean and 95% interval over seeds."""
-    if not (directory / "runs.parquet").is_file() or not (directory / "manifest.json").is_file():
-        _fail(NetsimError(f"{directory} is not a results directory (no runs.parquet and manifest.json)"))
+    from netsim.experiment.outdir import check_new_file, write_file_atomically
     try:
+        _check_results_dir(directory)
+        if csv is not None:
+            check_new_file(csv, force=force, option="--csv")
         table = _print_results(directory, metric)
+        if csv is not None:
+            write_file_atomically(csv, table.to_csv(index=False), force=force, option="--csv")
     except NetsimError as exc:
         _fail(exc)
     if csv is not None:
-        try:
-            table.to_csv(csv, index=False)
-        except OSError as exc:
-            _fail(NetsimError(f"cannot write {csv}: {exc.strerror or exc}"))
         _out().print(f"summary: {csv}", highlight=False)
 
 
@@ -311,13 +382,18 @@ def _print_results(directory: Path, metrics: list[str] | None = None):
 @app.command("topo")
 def topo_(file: Annotated[Path, typer.Argument(help="Topology file (topologies/*.yaml) or experiment file.")],
           draw: Annotated[Optional[Path], typer.Option("--draw", help="Also write a drawing of the fabric: a "
-                                                       "self-contained HTML file.")] = None) -> None:
+                                                       "self-contained HTML file.")] = None,
+          force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --draw file.")] = False) -> None:
     """Describe a fabric: counts, injection and bisection bandwidth, diameter, path diversity."""
     from netsim.config import load_topology
     from netsim.experiment.run import build_topology_spec
     from netsim.topology.metrics import format_summary, summary
-    if draw is not None and not draw.parent.is_dir():
-        _fail(NetsimError(f"--draw {draw}: directory {draw.parent} does not exist"))
+    if draw is not None:
+        from netsim.experiment.outdir import check_new_file
+        try:
+            check_new_file(draw, force=force, option="--draw")
+        except NetsimError as exc:
+            _fail(exc)
     try:
         topology = build_topology_spec(load_topology(file))
     except ConfigError as exc:
@@ -333,11 +409,12 @@ def topo_(file: Annotated[Path, typer.Argument(help="Topology file (topologies/*
             _fail(NetsimError(f"{file}: {exc}"))
     typer.echo(format_summary(summary(topology)))
     if figure is not None:
-        from netsim.report.topology_drawing import write_figure
+        from netsim.experiment.outdir import write_file_atomically
+        from netsim.report.topology_drawing import figure_html
         try:
-            write_figure(figure, draw)
-        except OSError as exc:
-            _fail(NetsimError(f"cannot write {draw}: {exc.strerror or exc}"))
+            write_file_atomically(draw, figure_html(figure), force=force, option="--draw")
+        except NetsimError as exc:
+            _fail(exc)
         typer.echo(f"drawing: {draw}")
 
 
@@ -413,12 +490,61 @@ def _jobs_table(jobs) -> Table:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: exit 0 on success, 1 when runs of a sweep failed, 2 for bad input
+    (one message, no traceback), 130/143 when interrupted (SIGINT/SIGTERM), 70 for a bug in netsim."""
+    import click
+
+    def terminate(signum, frame) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminate)
     try:
-        app()
+        code = app(standalone_mode=False)
+    except click.exceptions.Abort as exc:  # Ctrl-C where no command catches it (click wraps it)
+        cause = exc.__cause__ or exc.__context__
+        err.print("terminated" if isinstance(cause, Terminated) else "interrupted", highlight=False)
+        code = 143 if isinstance(cause, Terminated) else 130
+    except KeyboardInterrupt as exc:
+        err.print("terminated" if isinstance(exc, Terminated) else "interrupted", highlight=False)
+        code = 143 if isinstance(exc, Terminated) else 130
+    except click.exceptions.ClickException as exc:  # usage errors: a bad option or argument
+        exc.show()
+        code = exc.exit_code
     except NetsimError as exc:  # CORRECTNESS: no traceback for bad input, whatever raised it
-        err.print(f"error: {exc}", highlight=False, markup=False)
-        sys.exit(2)
+        err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        code = 2
+    except OSError as exc:
+        from netsim.experiment.outdir import os_error
+        err.print(f"error: {os_error(exc, 'use')}", highlight=False, markup=False, soft_wrap=True)
+        code = 2
+    except RecursionError:
+        err.print("error: the input is nested too deeply", highlight=False)
+        code = 2
+    except MemoryError:
+        err.print("error: out of memory; make the run smaller", highlight=False)
+        code = 2
+    except Exception:  # a bug: a short message, the traceback in a file to report
+        code = _crash_report()
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _crash_report() -> int:
+    """Print one line about an unexpected error, keep its traceback in a temporary file; exit status 70."""
+    import tempfile
+    import traceback
+    text = traceback.format_exc()
+    try:
+        with tempfile.NamedTemporaryFile("w", prefix="netsim-crash-", suffix=".txt", delete=False) as f:
+            f.write(text)
+        where = f"the traceback is in {f.name}"
+    except OSError:
+        where = "set NETSIM_DEBUG=1 to see the traceback"
+    if os.environ.get("NETSIM_DEBUG"):
+        sys.stderr.write(text)
+    last = text.strip().splitlines()[-1][:300]
+    err.print(f"internal error (a bug in netsim): {last}; {where}; please report it with the experiment file",
+              highlight=False, markup=False, soft_wrap=True)
+    return 70
 
 
 if __name__ == "__main__":

@@ -605,13 +605,17 @@ def test_cli_resume_and_replace(tmp_path):
     resumed = read_tables(out)
     for name in TABLES:
         assert_frame_equal(normalized(full[name], name), normalized(resumed[name], name), obj=name)
-    # without --resume the directory is replaced: everything runs again, strays are gone
+    # without --resume or --force the directory is refused, untouched
     (out / "stray.txt").write_text("x")
     (out / "runs" / "0123456789ab").mkdir()
     result = invoke("sweep", path, "--out", out, "--executor", "serial", "--no-report")
+    assert result.exit_code == 2 and "--force replaces them" in " ".join(result.output.split())
+    assert all(f.stat().st_mtime_ns == m for f, m in kept.items())
+    # --force replaces what netsim wrote: everything runs again; what the user added stays
+    result = invoke("sweep", path, "--out", out, "--executor", "serial", "--no-report", "--force")
     assert result.exit_code == 0 and "4 ok, 0 failed, 0 already done" in " ".join(result.output.split())
-    assert not (out / "stray.txt").exists() and sorted(completed(out)) == ids
-    assert sorted(p.name for p in (out / "runs").iterdir()) == ids
+    assert (out / "stray.txt").read_text() == "x" and sorted(completed(out)) == ids
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted([*ids, "0123456789ab"])
     assert all(f.stat().st_mtime_ns != m for f, m in kept.items() if f.exists())
 
 

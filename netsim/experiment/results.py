@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
-import shutil
-import tempfile
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -15,6 +13,8 @@ import pandas as pd
 
 import netsim
 from netsim.engine.ideal import core_mask
+from netsim.errors import NetsimError
+from netsim.experiment.outdir import Staging, claim, os_error, write_manifest
 from netsim.experiment.run import RunResult, spec_hash
 from netsim.topology import LINK_KINDS, LINK_TIERS
 
@@ -239,48 +239,68 @@ def result_tables(result: RunResult) -> dict[str, pd.DataFrame]:
             "link_series": link_series_frame(result)}
 
 
-def write_results(results: list[RunResult], out_dir: str | Path, manifest_extra: dict | None = None) -> Path:
-    """Write the results directory atomically: built in a temporary sibling, then renamed into place.
+def run_manifest(results: list[RunResult]) -> dict:
+    """The manifest of a results directory holding ``results`` (``status`` and ``files`` are added
+    when it is committed, see :class:`~netsim.experiment.outdir.Staging`)."""
+    first = results[0]
+    return {
+        "name": first.spec.name,
+        "kind": "run",
+        "netsim_version": netsim.__version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "config_hash": spec_hash(first.spec),
+        "seed": first.spec.seed,
+        "wall_s": sum(r.wall_s for r in results),
+        "runs": [{"run_id": r.run_id, "seed": r.spec.seed, "wall_s": r.wall_s,
+                  "topology": r.topology.describe()} for r in results],
+        "spec": first.spec.model_dump(mode="json"),
+    }
 
-    A reader never sees a half-written directory: either the previous results or the new ones.
-    ``manifest.json`` is written last inside the temporary directory.
+
+def check_finite(name: str, df: pd.DataFrame) -> None:
+    """CORRECTNESS: no table holds an infinity (a value that is not applicable is missing, never inf)."""
+    for col in df.columns:
+        values = df[col]
+        if values.dtype.kind == "f" and np.isinf(values.to_numpy()).any():
+            raise NetsimError(f"internal error: {name}.{col} holds an infinite value; nothing was written "
+                              "(please report it with the experiment file)")
+
+
+def write_tables(results: list[RunResult], directory: Path) -> None:
+    """Every table of ``results`` as Parquet files in ``directory``."""
+    tables = [result_tables(r) for r in results]
+    for name in tables[0]:
+        df = pd.concat([t[name] for t in tables])
+        check_finite(name, df)
+        df.to_parquet(directory / f"{name}.parquet", index=False)
+
+
+def write_results(results: list[RunResult], out_dir: str | Path, manifest_extra: dict | None = None, *,
+                  force: bool = False, finish: Callable[[Path], None] | None = None) -> Path:
+    """Write a run's results directory: built in a hidden temporary sibling, then moved into place,
+    the manifest last (``status: complete``).
+
+    ``out_dir`` must not exist, be empty, or (with ``force``) be a netsim results directory, whose
+    files netsim wrote are then replaced; files the user added there are kept (see
+    :mod:`netsim.experiment.outdir`). ``finish(staging_dir)`` may add files (the report) before
+    the commit. Raises :class:`~netsim.experiment.outdir.OutputError` when netsim may not write there.
     """
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    staging = Staging(out_dir, claim(out_dir, "run", force=force))
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a results directory is ordinary
-        tables = [result_tables(r) for r in results]
-        for name in tables[0]:
-            pd.concat([t[name] for t in tables]).to_parquet(tmp / f"{name}.parquet", index=False)
-        first = results[0]
-        manifest = {
-            "name": first.spec.name,
-            "netsim_version": netsim.__version__,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "python": platform.python_version(),
-            "config_hash": spec_hash(first.spec),
-            "seed": first.spec.seed,
-            "wall_s": sum(r.wall_s for r in results),
-            "runs": [{"run_id": r.run_id, "seed": r.spec.seed, "wall_s": r.wall_s,
-                      "topology": r.topology.describe()} for r in results],
-            "spec": first.spec.model_dump(mode="json"),
-            **(manifest_extra or {}),
-        }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=float))
-        old = None
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-            os.replace(out_dir, old)
-        os.replace(tmp, out_dir)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        manifest = {**run_manifest(results), **(manifest_extra or {})}
+        try:
+            write_tables(results, staging.path)
+            write_manifest(staging.path, {**manifest, "status": "writing"})
+        except OSError as exc:
+            raise os_error(exc, "write results to", out_dir) from None
+        if finish is not None:
+            finish(staging.path)
+        return staging.commit(manifest)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        staging.abort()
         raise
-    return out_dir
 
 
 def read_results(out_dir: str | Path) -> dict[str, pd.DataFrame]:

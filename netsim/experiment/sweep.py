@@ -39,7 +39,8 @@ import netsim
 from netsim.config import (ExperimentFile, ExperimentSpec, _deep_merge, _resolve_files, parse_assignment, parse_spec,
                            set_dotted)
 from netsim.errors import ConfigError, NetsimError
-from netsim.experiment.results import RESULT_FILES, TABLE_COLUMNS, result_tables
+from netsim.experiment.outdir import MANIFEST, claim, os_error, owned_files, remove_owned, write_manifest
+from netsim.experiment.results import RESULT_FILES, TABLE_COLUMNS, check_finite, result_tables
 from netsim.experiment.run import data_hash, run_experiment, spec_hash
 
 
@@ -202,6 +203,8 @@ def execute(run: PlannedRun) -> RunOutcome:
     try:
         result = run_experiment(run.spec)
         tables = result_tables(result)
+        for name, df in tables.items():
+            check_finite(name, df)
     except Exception as exc:  # noqa: BLE001 - a sweep records any failure and goes on
         message = str(exc) if isinstance(exc, NetsimError) else f"{type(exc).__name__}: {exc}"
         return RunOutcome(run.run_id, False, info={**info, "wall_s": time.perf_counter() - t0}, error=message,
@@ -409,18 +412,31 @@ def combine(out: Path, planned: list[PlannedRun], exp: ExperimentFile, *, comple
             df = df[[c for c in order if c in df.columns] + [c for c in df.columns if c not in order]]
         _atomic_parquet(_uniform(df), out / f"{name}.parquet")
     counts = {s: sum(1 for r in statuses if r["status"] == s) for s in ("ok", "failed", "missing")}
-    manifest = {
-        "name": exp.base.get("name", exp.path.stem), "kind": "sweep", "experiment": str(exp.path),
-        "netsim_version": netsim.__version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "complete": complete and counts["missing"] == 0, "counts": {"planned": len(planned), **counts},
-        "variants": [v["name"] for v in exp.variants], "axes": [list(keys) for keys, _ in exp.axes],
-        "seeds": exp.seeds, "repeats": exp.repeats, "overrides": exp.overrides, "wall_s": wall_s,
-        "runs": statuses,
-    }
-    tmp = out / f".manifest.json.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(manifest, indent=2, default=str))
-    os.replace(tmp, out / "manifest.json")
+    finished = complete and counts["missing"] == 0
+    manifest = sweep_manifest(out, exp, "complete" if finished else "interrupted",
+                              counts={"planned": len(planned), **counts}, wall_s=wall_s, runs=statuses)
+    write_manifest(out, manifest)
     return manifest
+
+
+def sweep_manifest(out: Path, exp: ExperimentFile, status: str, **fields) -> dict:
+    """A sweep's manifest: what it is, its ``status``, and every file netsim wrote in ``out`` so far
+    (the tables, the run parts under ``runs/``, and what an earlier manifest listed)."""
+    files = {MANIFEST, *(name for name in RESULT_FILES if (out / name).is_file())}
+    runs_dir = out / "runs"
+    if runs_dir.is_dir():
+        files |= {f"runs/{d.name}" for d in runs_dir.iterdir() if not d.name.startswith(".")
+                  and (d / RUN_INFO).is_file()}
+    try:
+        files |= set(owned_files(json.loads((out / MANIFEST).read_text())))
+    except (OSError, ValueError, AttributeError):
+        pass
+    return {
+        "name": exp.base.get("name", exp.path.stem), "kind": "sweep", "status": status, "experiment": str(exp.path),
+        "netsim_version": netsim.__version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "complete": status == "complete", "variants": [v["name"] for v in exp.variants],
+        "axes": [list(keys) for keys, _ in exp.axes], "seeds": exp.seeds, "repeats": exp.repeats,
+        "overrides": exp.overrides, **fields, "files": sorted(f for f in files if (out / f).exists())}
 
 
 @dataclass
@@ -435,19 +451,28 @@ class SweepReport:
 
 
 def run_sweep(planned: list[PlannedRun], exp: ExperimentFile, out: str | Path, executor: Any, *,
-              resume: bool = False, on_done: Callable[[PlannedRun, RunOutcome], None] | None = None) -> SweepReport:
+              resume: bool = False, force: bool = False,
+              on_done: Callable[[PlannedRun, RunOutcome], None] | None = None) -> SweepReport:
     """Execute ``planned`` with ``executor`` and write ``out`` (see the module docstring).
 
-    Without ``resume`` an existing ``out`` is replaced. With it, runs already written completely and
-    successfully are skipped (failed ones run again). The top-level tables are rewritten at the
-    end, also when the sweep is interrupted (``manifest.json`` then says ``complete: false``).
+    ``out`` must not exist, be empty, or be a sweep's results directory: with ``force`` what netsim
+    wrote there is removed first (files the user added stay), with ``resume`` runs already written
+    completely and successfully are skipped (failed ones run again); see
+    :mod:`netsim.experiment.outdir`. The manifest says ``status: running`` while the sweep runs;
+    the top-level tables are rewritten at the end, also when the sweep is interrupted (the
+    manifest then says ``status: interrupted``).
     """
     out = Path(out)
-    if out.exists() and not resume:
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+    existing = claim(out, "sweep", force=force, resume=resume)
+    if existing.state == "netsim" and not resume:
+        remove_owned(out, existing.manifest or {})
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise os_error(exc, "create", out) from None
+    write_manifest(out, sweep_manifest(out, exp, "running", counts={"planned": len(planned)}))
     for stale in (out / "runs").glob(".*.tmp-*") if (out / "runs").is_dir() else []:
-        shutil.rmtree(stale, ignore_errors=True)  # an interrupted write
+        shutil.rmtree(stale, ignore_errors=True)  # an interrupted write of netsim's (hidden, named by run id)
     done = completed(out) if resume else {}
     todo = [r for r in planned if done.get(r.run_id, {}).get("status") != "ok"]
     by_id = {r.run_id: r for r in planned}

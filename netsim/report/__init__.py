@@ -1,5 +1,5 @@
 """Self-contained HTML dashboards built from a results directory's files (never from live objects)."""
 
-from netsim.report.dashboard import build_figures, write_report
+from netsim.report.dashboard import build_figures, render_report, write_report
 
-__all__ = ["build_figures", "write_report"]
+__all__ = ["build_figures", "render_report", "write_report"]

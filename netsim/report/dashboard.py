@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from netsim.experiment.outdir import write_file_atomically
 from netsim.experiment.results import read_results
 from netsim.experiment.summary import group_keys, summarize
 
@@ -345,6 +345,28 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
     return figs
 
 
+def render_report(results_dir: str | Path) -> str:
+    """The dashboard of ``results_dir`` as one self-contained HTML page (plotly.js inlined)."""
+    results_dir = Path(results_dir)
+    figs = build_figures(results_dir)
+    manifest = json.loads((results_dir / "manifest.json").read_text())
+    shown = {k: v for k, v in manifest.items() if k not in ("status", "files")}  # bookkeeping, not results
+    parts = [fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"responsive": True},
+                         default_height="480px" if i else None)
+             for i, fig in enumerate(figs)]
+    status = manifest.get("status", "complete")
+    banner = ("" if status == "complete" else
+              f"<p class='warning'><b>Incomplete results</b> (status: {html.escape(str(status))}): only the runs "
+              "that finished are shown; <code>netsim sweep --resume</code> continues the sweep.</p>")
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
+            f"<title>netsim: {html.escape(manifest['name'])}</title>"
+            "<style>body{font-family:sans-serif;margin:2em} .fig{margin-bottom:2em} pre{background:#f4f4f4;"
+            "padding:1em;overflow:auto} .warning{background:#fff3cd;padding:1em}</style></head><body>"
+            f"<h1>netsim — {html.escape(manifest['name'])}</h1>" + banner
+            + "".join(f"<div class='fig'>{p}</div>" for p in parts)
+            + "<h2>Manifest</h2><pre>" + html.escape(json.dumps(shown, indent=2)) + "</pre></body></html>")
+
+
 def write_report(results_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write a self-contained ``report.html`` (plotly.js inlined: it opens offline).
 
@@ -353,26 +375,11 @@ def write_report(results_dir: str | Path, out: str | Path | None = None) -> Path
     results_dir:
         A directory written by :func:`netsim.experiment.write_results`.
     out:
-        Target file (default ``results_dir/report.html``); written atomically.
+        Target file (default ``results_dir/report.html``); written atomically, replacing what is there.
     """
     results_dir = Path(results_dir)
     out = Path(out) if out else results_dir / "report.html"
-    figs = build_figures(results_dir)
-    manifest = json.loads((results_dir / "manifest.json").read_text())
-    parts = [fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"responsive": True},
-                         default_height="480px" if i else None)
-             for i, fig in enumerate(figs)]
-    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
-            f"<title>netsim: {html.escape(manifest['name'])}</title>"
-            "<style>body{font-family:sans-serif;margin:2em} .fig{margin-bottom:2em} pre{background:#f4f4f4;"
-            "padding:1em;overflow:auto}</style></head><body>"
-            f"<h1>netsim — {html.escape(manifest['name'])}</h1>"
-            + "".join(f"<div class='fig'>{p}</div>" for p in parts)
-            + "<h2>Manifest</h2><pre>" + html.escape(json.dumps(manifest, indent=2)) + "</pre></body></html>")
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, out)
-    return out
+    return write_file_atomically(out, render_report(results_dir), force=True)
 
 
 def n_figures(results_dir: str | Path) -> int:
@@ -380,4 +387,4 @@ def n_figures(results_dir: str | Path) -> int:
     return len(build_figures(results_dir))
 
 
-__all__ = ["build_figures", "n_figures", "write_report"]
+__all__ = ["build_figures", "n_figures", "render_report", "write_report"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import math
-import os
 from pathlib import Path
 
 import networkx as nx
@@ -12,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from netsim.errors import NetsimError
+from netsim.experiment.outdir import write_file_atomically
 from netsim.topology.topology import LINK_KINDS, SWITCH_KINDS, Topology
 
 #: Largest drawing (switches + hosts) :func:`topology_figure` accepts; beyond it a browser chokes
@@ -204,14 +204,11 @@ def write_topology_html(topo: Topology, out: str | Path) -> Path:
     return write_figure(topology_figure(topo), out)
 
 
+def figure_html(fig: go.Figure) -> str:
+    """``fig`` as a self-contained HTML page (plotly.js inlined)."""
+    return fig.to_html(full_html=True, include_plotlyjs=True, config={"responsive": True})
+
+
 def write_figure(fig: go.Figure, out: str | Path) -> Path:
     """Write ``fig`` as a self-contained HTML page, atomically (a temporary sibling renamed into place)."""
-    out = Path(out)
-    page = fig.to_html(full_html=True, include_plotlyjs=True, config={"responsive": True})
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(page, encoding="utf-8")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return out
+    return write_file_atomically(Path(out), figure_html(fig), force=True, option="--draw")
