@@ -27,21 +27,92 @@ from netsim import units
 from netsim.errors import ConfigError, UnitError, shorten
 
 
-def _quantity(parse, what: str):
+# ---------------------------------------------------------------------------- value ranges
+# Checked when a spec is validated, before anything is built: each message names the YAML path and
+# the allowed range. The bounds sit far above any real fabric or model, low enough that a typo
+# fails at once instead of overflowing or running for days.
+
+#: Largest seed: results store it as a signed 64-bit integer (a larger one used to fail after the run).
+MAX_SEED = 2**63 - 1
+#: Largest size (bytes): 2**60 (1024 PiB). The smallest is 1 byte.
+MAX_SIZE_BYTES = 2**60
+#: Largest bandwidth (bytes/s): 1e15 (8 Pbps). Bandwidths must be above 0.
+MAX_BANDWIDTH_BPS = 1e15
+#: Longest time (s): 1e6 (about 11.6 days), for latencies, overheads, start and fault times.
+MAX_TIME_S = 1e6
+#: Largest count of one kind of switch, host or group in a fabric (the fabric as a whole is bounded
+#: by :data:`MAX_GPUS` and :data:`MAX_LINKS`), and of ranks or parallel sizes.
+MAX_COUNT = 1_000_000
+#: Most GPUs or NICs per host (a NIC has at most 8 ports).
+MAX_PER_HOST = 1_024
+#: Most parallel cables between two switches (leaf-spine uplinks, dragonfly global links).
+MAX_CABLES = 1_024
+#: Most channels (rings) per collective call.
+MAX_CHANNELS = 64
+#: Most iterations of a collective, a sequence or a job.
+MAX_ITERATIONS = 1_000_000
+#: Most layers of a model.
+MAX_LAYERS = 10_000
+#: Largest model dimension: hidden size, heads, sequence length, vocabulary, batch sizes.
+MAX_MODEL_DIM = 100_000_000
+#: Most micro-batches per training iteration (global_batch / (micro_batch x dp)).
+MAX_MICRO_BATCHES = 100_000
+#: Largest fabric netsim agrees to build (GPUs, directed links): far above Frontier's 75,776 GCDs and
+#: 473,896 links, low enough that a typo such as ``hosts_per_leaf: 100000000`` fails fast and clearly.
+MAX_GPUS = 2_000_000
+MAX_LINKS = 20_000_000
+
+_PARSE = {"size": units.parse_size, "bandwidth": units.parse_bandwidth, "time": units.parse_time}
+_EXAMPLE = {"size": "256MiB", "bandwidth": "400Gbps", "time": "2us"}
+
+
+def _quantity(what: str, allowed: str, low: float, high: float, above: bool = False) -> BeforeValidator:
+    """A size, bandwidth or time (``what``) in [low, high] ((low, high] when ``above``); ``allowed``
+    says so in words."""
+    parse = _PARSE[what]
+
     def check(value: Any) -> float:
         if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
-            raise ValueError(f"expected a {what} (a number or a string like "
-                             f"{ {'size': '256MiB', 'bandwidth': '400Gbps', 'time': '2us'}[what] }), got {value!r}")
+            raise ValueError(f"expected a {what} (a number or a string like {_EXAMPLE[what]}), got {shorten(value)}")
         try:
-            return parse(value)
+            result = parse(value)
         except UnitError as exc:
             raise ValueError(str(exc)) from None
+        if result < low or (above and result == low) or result > high:
+            raise ValueError(f"expected a {what} {allowed}, got {shorten(value)}")
+        return result
     return BeforeValidator(check)
 
 
-Size = Annotated[float, _quantity(units.parse_size, "size"), Field(gt=0)]
-Bandwidth = Annotated[float, _quantity(units.parse_bandwidth, "bandwidth"), Field(gt=0)]
-Time = Annotated[float, _quantity(units.parse_time, "time"), Field(ge=0)]
+Size = Annotated[float, _quantity("size", "from 1B to 2**60 bytes (1024PiB)", 1, MAX_SIZE_BYTES)]
+Bandwidth = Annotated[float, _quantity("bandwidth", "above 0, at most 1e15 B/s (8Pbps)", 0, MAX_BANDWIDTH_BPS,
+                                       above=True)]
+Time = Annotated[float, _quantity("time", "from 0 to 1e6 s (about 11.6 days)", 0, MAX_TIME_S)]
+
+
+def _count(high: int, low: int = 1) -> Any:
+    """An integer field in [low, high]; floats, booleans and strings are refused, not converted."""
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"expected a valid integer from {low:,} to {high:,}, got {shorten(value)}")
+        return value
+    return Annotated[int, BeforeValidator(check)]
+
+
+#: Names of experiments, jobs, clusters and variants: an experiment's name is its default results
+#: directory (``results/NAME``), a cluster's prefixes its node names; so never a path.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}")
+NAME_RULE = ("a name: a letter, digit or underscore, then letters, digits, '_', '.' or '-', at most 100 "
+             "characters")
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
+        raise ValueError(f"expected {NAME_RULE}, got {shorten(value)}")
+    return value
+
+
+Name = Annotated[str, BeforeValidator(_name)]
 
 
 class _FieldError(ValueError):
@@ -82,7 +153,7 @@ class NicSpec(_Spec):
     efficiency: Annotated[float, Field(gt=0, le=1)] | None = None
     transport: Literal["rdma", "tcp"] | None = None
     family: str | None = None
-    ports: Annotated[int, Field(strict=True, ge=1, le=8)] | None = None
+    ports: _count(8) | None = None
 
     @field_validator("profile")
     @classmethod
@@ -119,28 +190,22 @@ Nic = Annotated[NicSpec, BeforeValidator(_nic)]
 class HostNics(_Spec):
     """``host_nics: [{hosts: [0, 15], nic: roce-200}]``: other NICs for a range of hosts (inclusive)."""
 
-    hosts: Annotated[list[Annotated[int, Field(strict=True, ge=0)]], Field(min_length=2, max_length=2)]
+    hosts: Annotated[list[_count(MAX_GPUS - 1, 0)], Field(min_length=2, max_length=2)]
     nic: Nic
 
 
 class UplinkSpec(LinkSpec):
     """Leaf-to-spine cables: ``count`` parallel cables between every leaf and every spine."""
 
-    count: Annotated[int, Field(strict=True, ge=1)] = 1
+    count: _count(MAX_CABLES) = 1
 
 
 class NicOverride(_Spec):
     """One NIC with a bandwidth different from the fabric default (a slow or upgraded NIC)."""
 
-    host: Annotated[int, Field(strict=True, ge=0)]
-    nic: Annotated[int, Field(strict=True, ge=0)] = 0
+    host: _count(MAX_GPUS - 1, 0)
+    nic: _count(MAX_PER_HOST - 1, 0) = 0
     bandwidth: Bandwidth
-
-
-#: Largest fabric netsim agrees to build (GPUs, directed links): far above Frontier's 75,776 GCDs and
-#: 473,896 links, low enough that a typo such as ``hosts_per_leaf: 100000000`` fails fast and clearly.
-MAX_GPUS = 2_000_000
-MAX_LINKS = 20_000_000
 
 
 def _check_size(gpus: int, links: int) -> None:
@@ -153,11 +218,11 @@ class LeafSpineSpec(_Spec):
     """``topology: {type: leaf_spine, ...}``; see :func:`netsim.topology.leaf_spine`."""
 
     type: Literal["leaf_spine"]
-    leaves: Annotated[int, Field(strict=True, ge=1)]
-    spines: Annotated[int, Field(strict=True, ge=1)]
-    hosts_per_leaf: Annotated[int, Field(strict=True, ge=1)]
-    gpus_per_host: Annotated[int, Field(strict=True, ge=1)] = 8
-    nics_per_host: Annotated[int, Field(strict=True, ge=1)] = 8
+    leaves: _count(MAX_COUNT)
+    spines: _count(MAX_COUNT)
+    hosts_per_leaf: _count(MAX_COUNT)
+    gpus_per_host: _count(MAX_PER_HOST) = 8
+    nics_per_host: _count(MAX_PER_HOST) = 8
     nic: Nic
     uplink: UplinkSpec
     intra_host: LinkSpec
@@ -188,11 +253,11 @@ class DragonflySpec(_Spec):
     """``topology: {type: dragonfly, ...}``; see :func:`netsim.topology.dragonfly.dragonfly`."""
 
     type: Literal["dragonfly"]
-    groups: Annotated[int, Field(strict=True, ge=1)]
-    switches_per_group: Annotated[int, Field(strict=True, ge=1)]
-    hosts_per_switch: Annotated[int, Field(strict=True, ge=1)]
-    global_links_per_switch: Annotated[int, Field(strict=True, ge=1)] | None = None
-    global_links_between_groups: Annotated[int, Field(strict=True, ge=1)] | None = None
+    groups: _count(MAX_COUNT)
+    switches_per_group: _count(MAX_COUNT)
+    hosts_per_switch: _count(MAX_COUNT)
+    global_links_per_switch: _count(MAX_CABLES) | None = None
+    global_links_between_groups: _count(MAX_CABLES) | None = None
     link: CableSpec
     global_link: CableSpec | None = None
     switch_latency: Time = 0.0
@@ -211,11 +276,11 @@ class FrontierSpec(_Spec):
     """``topology: {type: frontier, groups: 74}``: the OLCF Frontier preset."""
 
     type: Literal["frontier"]
-    groups: Annotated[int, Field(strict=True, ge=1)] = 74
+    groups: _count(MAX_COUNT) = 74
     nics_on_switches: Literal[1, 4] = 4
     switch_latency: Time = 350e-9
     cable_latency: Time = 0.0
-    global_links_between_groups: Annotated[int, Field(strict=True, ge=1)] = 4
+    global_links_between_groups: _count(MAX_CABLES) = 4
     link_bandwidth: Bandwidth = 25e9
 
     @model_validator(mode="after")
@@ -228,7 +293,7 @@ class ClusterSpec(LeafSpineSpec):
     """One cluster of a multi-cluster fabric: a named leaf-spine."""
 
     type: Literal["leaf_spine"] = "leaf_spine"
-    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_\-]+$")]
+    name: Name
 
 
 class EthernetSpec(_Spec):
@@ -243,7 +308,7 @@ class MultiClusterSpec(_Spec):
     """``topology: {type: multi_cluster, clusters: [...], ethernet: {...}}`` (Holmes-style)."""
 
     type: Literal["multi_cluster"]
-    clusters: Annotated[list[ClusterSpec], Field(min_length=1)]
+    clusters: Annotated[list[ClusterSpec], Field(min_length=1, max_length=1_000)]
     ethernet: EthernetSpec
     #: Host (and so GPU) numbering: ``blocked`` (cluster by cluster) or ``interleaved`` (round-robin
     #: over the clusters, like a hostfile that alternates nodes of the two clusters).
@@ -272,6 +337,18 @@ def _policy(value: Any) -> Any:
 Policy = Annotated[PolicySpec, BeforeValidator(_policy)]
 
 
+def _rank_count(value: Any) -> int:
+    """A number of ranks to place or select: a collective needs at least 2."""
+    if isinstance(value, bool) or not isinstance(value, int) or value > MAX_GPUS:
+        raise ValueError(f"expected a number of ranks from 2 to {MAX_GPUS:,}, got {shorten(value)}")
+    if value < 2:
+        raise ValueError(f"a collective needs at least 2 ranks, got {value}")
+    return value
+
+
+_ranks = Annotated[int, BeforeValidator(_rank_count)]
+
+
 class CollectiveWorkload(_Spec):
     """``workload: {type: collective, op, algorithm, size, ...}``: one collective on one communicator.
 
@@ -282,26 +359,30 @@ class CollectiveWorkload(_Spec):
     op: str
     algorithm: str
     size: Size
-    channels: Annotated[int, Field(strict=True, ge=1, le=64)] = 1
+    channels: _count(MAX_CHANNELS) = 1
     chunk: Size | None = None
-    ranks: Annotated[int, Field(strict=True, ge=1)] | None = None
-    iterations: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] = 1
+    ranks: _ranks | None = None
+    iterations: _count(MAX_ITERATIONS) = 1
     label: str | None = None
 
 
 #: A sub-communicator of the parent's ranks: the first N, an explicit list of rank indices, or a
 #: Python-style slice ``"start:stop:step"`` (``"0::8"``: local rank 0 of every 8-GPU host).
 def _rank_selector(value: Any) -> Any:
-    ok = (isinstance(value, int) and not isinstance(value, bool) and value >= 1) or (
-        isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                                 for v in value)) or (
-        isinstance(value, str) and re.fullmatch(r"\s*-?\d*\s*:\s*-?\d*\s*(:\s*-?\d*\s*)?", value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _rank_count(value)
+    ok = (isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                   for v in value)) or (
+        isinstance(value, str) and len(value) <= 64 and _SLICE.fullmatch(value.strip()))
     if not ok:
         raise ValueError(f"expected ranks as N (the first N ranks), a list of rank indices, or a slice "
-                         f"'start:stop:step' like '0::8', got {value!r}")
+                         f"'start:stop:step' like '0::8', got {shorten(value)}")
+    if isinstance(value, list) and len(value) < 2:
+        raise ValueError(f"a collective needs at least 2 ranks, got {len(value)}")
     return value
 
 
+_SLICE = re.compile(r"-?\d*\s*:\s*-?\d*(?:\s*:\s*-?\d*)?")
 RankSelector = Annotated[Any, BeforeValidator(_rank_selector)]
 
 
@@ -326,7 +407,7 @@ class SequenceWorkload(_Spec):
     mode: Literal["serial", "concurrent"] = "serial"
     steps: Annotated[list[Step], Field(min_length=1, max_length=10_000)]
     ranks: RankSelector | None = None
-    iterations: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] = 1
+    iterations: _count(MAX_ITERATIONS) = 1
     label: str | None = None
 
 
@@ -340,21 +421,20 @@ Step = Annotated[Annotated[CollectiveStep, Tag("collective")] | Annotated[Sequen
                  Discriminator(_step_type)]
 SequenceWorkload.model_rebuild()
 
-PositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
 
 class GPTModelSpec(_Spec):
     """A GPT-style model (see :class:`netsim.workload.training.GPTModel`)."""
 
     name: str = ""
-    layers: PositiveInt
-    hidden: PositiveInt
-    heads: PositiveInt
-    seq_len: PositiveInt
-    vocab: PositiveInt
-    micro_batch: PositiveInt = 1
-    global_batch: PositiveInt
-    dtype_bytes: PositiveInt = 2
+    layers: _count(MAX_LAYERS)
+    hidden: _count(MAX_MODEL_DIM)
+    heads: _count(MAX_MODEL_DIM)
+    seq_len: _count(MAX_MODEL_DIM)
+    vocab: _count(MAX_MODEL_DIM)
+    micro_batch: _count(MAX_MODEL_DIM) = 1
+    global_batch: _count(MAX_MODEL_DIM)
+    dtype_bytes: _count(16) = 2
 
     @model_validator(mode="after")
     def _heads(self) -> "GPTModelSpec":
@@ -366,9 +446,9 @@ class GPTModelSpec(_Spec):
 class ParallelismSpec(_Spec):
     """Tensor, pipeline and data parallel sizes; world size = tp x pp x dp ranks."""
 
-    tp: PositiveInt = 1
-    pp: PositiveInt = 1
-    dp: PositiveInt = 1
+    tp: _count(MAX_COUNT) = 1
+    pp: _count(MAX_COUNT) = 1
+    dp: _count(MAX_COUNT) = 1
     #: ZeRO-1 / distributed optimizer: gradients reduce-scattered, parameters allgathered.
     sharded_optimizer: bool = False
     #: Gradient synchronisation overlapped with the last micro-batch's backward (in ``dp_buckets``).
@@ -379,7 +459,7 @@ class GPUSpec(_Spec):
     """The GPU: a built-in profile (``a100``, ``h100``, ``h800``, ``mi250x-gcd``) with optional overrides."""
 
     profile: str = "a100"
-    peak_tflops: Annotated[float, Field(gt=0)] | None = None
+    peak_tflops: Annotated[float, Field(gt=0, le=1e6)] | None = None
     efficiency: Annotated[float, Field(gt=0, le=1)] | None = None
 
     @field_validator("profile")
@@ -387,7 +467,7 @@ class GPUSpec(_Spec):
     def _known(cls, v: str) -> str:
         from netsim.workload.training import GPU_PROFILES
         if v not in GPU_PROFILES:
-            raise ValueError(f"unknown GPU profile {v!r}; built-in: {', '.join(GPU_PROFILES)}")
+            raise ValueError(f"unknown GPU profile {shorten(v)}; built-in: {', '.join(GPU_PROFILES)}")
         return v
 
 
@@ -399,7 +479,7 @@ class CommSpec(_Spec):
     """How a training job's collectives run: algorithm and channels (rings) per call."""
 
     algorithm: str = "ring"
-    channels: Annotated[int, Field(strict=True, ge=1, le=64)] = 1
+    channels: _count(MAX_CHANNELS) = 1
 
 
 class TrainingWorkload(_Spec):
@@ -413,20 +493,20 @@ class TrainingWorkload(_Spec):
     model: GPTModelSpec
     parallelism: ParallelismSpec = ParallelismSpec()
     gpu: Annotated[GPUSpec, BeforeValidator(_gpu)] = GPUSpec()
-    iterations: Annotated[int, Field(strict=True, ge=1, le=100_000)] = 1
+    iterations: _count(100_000) = 1
     #: Layers per pipeline stage: ``auto`` (``search`` under holmes placement, else ``even``),
     #: ``even``, ``proportional`` (to each stage's measured speed), ``search`` (proportional, then
     #: moved a layer at a time while the simulated iteration gets shorter), or an explicit list.
-    partition: Literal["auto", "even", "proportional", "search"] | list[PositiveInt] = "auto"
+    partition: Literal["auto", "even", "proportional", "search"] | list[_count(MAX_LAYERS)] = "auto"
     #: One TP allreduce per stage and pass (``stage``: the layers' bytes together, cheap to
     #: simulate; with ``overlap_dp`` the last backward's is cut with the gradient buckets, one
     #: piece per bucket) or two per layer and pass as Megatron issues them (``layer``).
     tp_granularity: Literal["stage", "layer"] = "stage"
     #: Gradient buckets per stage (each synchronised as soon as its layers' gradients are ready
     #: when ``overlap_dp``).
-    dp_buckets: Annotated[int, Field(strict=True, ge=1, le=1024)] = 1
+    dp_buckets: _count(1_024) = 1
     #: Bytes per gradient element in the DP synchronisation (default: the model's dtype_bytes).
-    grad_bytes: PositiveInt | None = None
+    grad_bytes: _count(16) | None = None
     tp_comm: CommSpec = CommSpec()
     dp_comm: CommSpec = CommSpec()
     label: str | None = None
@@ -437,6 +517,10 @@ class TrainingWorkload(_Spec):
         if model.global_batch % (model.micro_batch * par.dp):
             raise _FieldError(f"global_batch ({model.global_batch}) must be a multiple of micro_batch x dp "
                               f"({model.micro_batch} x {par.dp})", "model.global_batch")
+        micro_batches = model.global_batch // (model.micro_batch * par.dp)
+        if micro_batches > MAX_MICRO_BATCHES:
+            raise _FieldError(f"{micro_batches:,} micro-batches per iteration (global_batch / (micro_batch x dp)); "
+                              f"allowed: 1 to {MAX_MICRO_BATCHES:,}", "model.global_batch")
         if model.layers < par.pp:
             raise _FieldError(f"{model.layers} layers cannot fill {par.pp} pipeline stages", "parallelism.pp")
         if isinstance(self.partition, list) and (len(self.partition) != par.pp or sum(self.partition) != model.layers):
@@ -477,10 +561,19 @@ def _check_workload(w: CollectiveWorkload | SequenceWorkload | TrainingWorkload,
         get_algorithm(w.op, w.algorithm, path)
 
 
-class EngineSpec(_Spec):
-    """Engine settings."""
+#: Largest engine completion tolerance (s); see :class:`EngineSpec`.
+MAX_TOLERANCE_S = 1e-6
 
-    completion_tolerance: Time = 1e-9
+
+class EngineSpec(_Spec):
+    """Engine settings.
+
+    ``completion_tolerance`` (default 1ns, at most 1us): flows whose remaining transfers drain
+    within this time of each other complete together, which saves events; so a call may end up
+    to that much early per dependent step (``slack_s`` in the results accounts for it).
+    """
+
+    completion_tolerance: Annotated[float, _quantity("time", "from 0 to 1us", 0, MAX_TOLERANCE_S)] = 1e-9
     record_flows: bool = True
     #: Compute every call's ideal (non-blocking lower bound) by a contention-free replay of the
     #: algorithm; costs a fraction of the run. Off: ``ideal_s`` and ``slowdown`` are NaN.
@@ -490,7 +583,7 @@ class EngineSpec(_Spec):
     congestion: bool = True
     #: Time bins of the per-link utilisation series (``link_series.parquet``, the dashboard's
     #: heatmap): at most this many over the run, so the resolution is about horizon / bins. 0: off.
-    link_series: Annotated[int, Field(strict=True, ge=0, le=100_000)] = 128
+    link_series: _count(100_000, 0) = 128
 
 
 class FaultSpec(_Spec):
@@ -524,11 +617,11 @@ class JobSpec(_Spec):
     workload that many times back to back (a training workload's own ``iterations`` multiply).
     """
 
-    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    name: Name
     workload: Workload
     placement: Policy | None = None
     start: Time = 0.0
-    iterations: Annotated[int, Field(strict=True, ge=1, le=1_000_000)] = 1
+    iterations: _count(MAX_ITERATIONS) = 1
 
     @field_validator("placement")
     @classmethod
@@ -558,17 +651,17 @@ class JobSpec(_Spec):
 class ExperimentSpec(_Spec):
     """A whole experiment: fabric, placement, routing, and one workload or several ``jobs``; seed, faults."""
 
-    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    name: Name
     description: str = ""
     #: Which named variant of a sweep this run is ("" outside sweeps); set by the expansion.
     variant: str = ""
-    seed: Annotated[int, Field(strict=True, ge=0)] = 0
+    seed: _count(MAX_SEED, 0) = 0
     topology: TopologySpec
     placement: Policy = PolicySpec(type="sequential")
     routing: Policy = PolicySpec(type="ecmp")
     workload: Workload | None = None
     jobs: Annotated[list[JobSpec], Field(max_length=10_000)] = []
-    faults: list[FaultSpec] = []
+    faults: Annotated[list[FaultSpec], Field(max_length=10_000)] = []
     engine: EngineSpec = EngineSpec()
 
     @model_validator(mode="after")
@@ -579,7 +672,7 @@ class ExperimentSpec(_Spec):
         names = [j.name for j in self.jobs]
         for i, name in enumerate(names):
             if name in names[:i]:
-                raise ConfigError(f"job name {name!r} used twice", f"jobs.{i}.name")
+                raise ConfigError(f"job name {shorten(name)} used twice", f"jobs.{i}.name")
         return self
 
     def job_specs(self) -> list[JobSpec]:
@@ -669,12 +762,12 @@ def _message(err: dict, model_fields: dict | None) -> str:
         return "required key is missing"
     if kind == "union_tag_invalid":
         ctx = err.get("ctx") or {}
-        return f"unknown type {ctx.get('tag')!r}; valid: {ctx.get('expected_tags', '').replace(chr(39), '')}"
+        return f"unknown type {shorten(ctx.get('tag'))}; valid: {ctx.get('expected_tags', '').replace(chr(39), '')}"
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix):]
     if err.get("input") is not None and kind not in ("value_error",) and not isinstance(err["input"], dict):
-        msg = f"{msg} (got {err['input']!r})"
+        msg = f"{msg} (got {shorten(err['input'])})"
     return msg
 
 
@@ -775,7 +868,7 @@ def set_dotted(data: dict, key: str, value: Any) -> None:
         if isinstance(node, list):  # jobs.0.placement: a list index
             if not part.isdigit() or int(part) >= len(node):
                 raise ConfigError(f"cannot set {key}: {'.'.join(parts[:i])} has {len(node)} item(s), "
-                                  f"{part!r} is not an index of one", key)
+                                  f"{shorten(part)} is not an index of one", key)
             node = node[int(part)]
             if not isinstance(node, (dict, list)):
                 raise ConfigError(f"cannot set {key}: {'.'.join(parts[:i + 1])} is not a mapping", key)
@@ -1223,7 +1316,6 @@ def _resolve_files(data: Any, path: Path) -> Any:
 
 #: Top-level keys that make an experiment file a sweep (expanded by :mod:`netsim.experiment.sweep`).
 SWEEP_KEYS = ("variants", "sweep", "seeds", "repeats")
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 @dataclass
@@ -1260,7 +1352,7 @@ def _sweep_error(message: str, path: str, exp: Path, root: Any) -> ConfigError:
 
 def _axis_values(value: Any, path: str, exp: Path, root: Any) -> list:
     if not isinstance(value, list) or not value:
-        raise _sweep_error(f"expected a non-empty list of values, got {value!r}", path, exp, root)
+        raise _sweep_error(f"expected a non-empty list of values, got {shorten(value)}", path, exp, root)
     return value
 
 
@@ -1284,11 +1376,13 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None,
                            root)
     names: list[str] = []
     for i, v in enumerate(variants):
-        if not isinstance(v, dict) or not isinstance(v.get("name"), str) or not _NAME.match(v["name"]):
-            raise _sweep_error("a variant is a mapping with a name (letters, digits, - _ .) and the keys it "
-                               "overrides, e.g. {name: c4p, routing: c4p}", f"variants.{i}", path, root)
+        if not isinstance(v, dict) or "name" not in v:
+            raise _sweep_error("a variant is a mapping with a name and the keys it overrides, e.g. "
+                               "{name: c4p, routing: c4p}", f"variants.{i}", path, root)
+        if not isinstance(v["name"], str) or not NAME_PATTERN.fullmatch(v["name"]):
+            raise _sweep_error(f"expected {NAME_RULE}, got {shorten(v['name'])}", f"variants.{i}.name", path, root)
         if v["name"] in names:
-            raise _sweep_error(f"variant name {v['name']!r} used twice", f"variants.{i}.name", path, root)
+            raise _sweep_error(f"variant name {shorten(v['name'])} used twice", f"variants.{i}.name", path, root)
         if set(v) & set(SWEEP_KEYS):
             raise _sweep_error(f"a variant cannot hold {', '.join(sorted(set(v) & set(SWEEP_KEYS)))}",
                                f"variants.{i}", path, root)
@@ -1359,16 +1453,32 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None,
     if seeds is not None and repeats is not None:
         raise _sweep_error("give seeds (a list) or repeats (a count), not both", "repeats", path, root)
     if seeds is not None and (not isinstance(seeds, list) or not seeds or len(set(map(str, seeds))) != len(seeds)
-                              or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
-        raise _sweep_error(f"seeds: a list of distinct non-negative integers, got {seeds!r}", "seeds", path, root)
+                              or not all(_is_seed(x) for x in seeds)):
+        raise _sweep_error(f"seeds: a list of distinct integers from 0 to 2**63 - 1, got {shorten(seeds)}", "seeds",
+                           path, root)
     if repeats is not None and (not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats
                                 <= 100_000):
-        raise _sweep_error(f"repeats: a count of runs per point with derived seeds (1..100000), got {repeats!r}",
+        raise _sweep_error(f"repeats: a count of runs per point with derived seeds (1..100000), got {shorten(repeats)}",
                            "repeats", path, root)
     if (seeds is not None or repeats is not None) and "seed" in keys:
         raise _sweep_error("seed is swept and seeds/repeats are given: use one of them", "sweep", path, root)
+    if repeats is not None:  # the base seed repeats derive theirs from: the file's, a variant's or --set's
+        bases = [("seed", exp.base.get("seed", 0), "")]
+        bases += [(f"variants.{i}.seed", v["seed"], "") for i, v in enumerate(exp.variants) if "seed" in v]
+        for item in exp.overrides:
+            key, value = parse_assignment(item, "--set")
+            if key == "seed":
+                bases.append(("seed", value, " (from --set)"))
+        for at, value, source in bases:
+            if not _is_seed(value):
+                raise _sweep_error(f"the base seed of repeats must be an integer from 0 to 2**63 - 1, got "
+                                   f"{shorten(value)}{source}", at, path, root)
     exp.seeds, exp.repeats = seeds, repeats
     return exp
+
+
+def _is_seed(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEED
 
 
 def load_spec(path: str | Path, overrides: list[str] | None = None) -> ExperimentSpec:

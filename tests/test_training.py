@@ -17,7 +17,8 @@ from netsim.workload.training import one_f_one_b
 SLOW_GPU = {"profile": "a100", "peak_tflops": 1e-6, "efficiency": 1.0}  # 1 MFLOP/s: compute dwarfs every send
 
 
-def one_host(gpus: int, nics: int = 1, intra: str = "1000000TB/s") -> dict:
+# 1PB/s: as good as infinite next to the slow GPU (the largest bandwidth a spec accepts is 1e15 B/s)
+def one_host(gpus: int, nics: int = 1, intra: str = "1000TB/s") -> dict:
     return {"type": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 1, "gpus_per_host": gpus,
             "nics_per_host": nics, "nic": {"bandwidth": "100Gbps"}, "uplink": {"bandwidth": "100Gbps"},
             "intra_host": {"bandwidth": intra}}

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from netsim import config, errors
 from netsim.cli import app
 from netsim.config import (MAX_YAML_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, load_experiment, load_spec, locate,
-                           parse_assignment)
+                           parse_assignment, parse_spec)
 from netsim.errors import ConfigError, shorten
 from tests.test_cli import small_spec
 
@@ -368,3 +368,202 @@ def test_config_error_text_is_capped():
     assert text.endswith(f"... ({12_000_000 + len('f.yaml:3: a.b: ') - (errors.MAX_MESSAGE_CHARS - 40):,} more "
                          "characters)")
     assert str(ConfigError("short", "a")) == "a: short"
+
+
+# ---------------------------------------------------------------------------- ranges, names, ranks
+
+
+def invalid(spec: dict) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        parse_spec(spec)
+    assert len(str(info.value)) < 2048
+    return info.value
+
+
+def training_spec(**model) -> dict:
+    return small_spec(workload={"type": "training", "model": {"layers": 2, "hidden": 64, "heads": 4, "seq_len": 128,
+                                                              "vocab": 1024, "global_batch": 8, **model}})
+
+
+def test_seed_is_a_63_bit_integer():
+    assert parse_spec(small_spec(seed=2**63 - 1)).seed == 2**63 - 1
+    for seed in (2**63, 2**64, -1, True, 1.0, "1"):
+        error = invalid(small_spec(seed=seed))
+        assert error.path == "seed"
+        assert error.message == f"expected a valid integer from 0 to 9,223,372,036,854,775,807, got {shorten(seed)}"
+
+
+def test_seeds_lists_and_the_base_seed_of_repeats_are_checked_when_loading(tmp_path):
+    def load(spec, **kw):
+        return load_experiment(write(tmp_path, yaml.safe_dump(spec, sort_keys=False)), **kw)
+    assert load({**small_spec(), "seeds": [0, 2**63 - 1]}).seeds == [0, 2**63 - 1]
+    with pytest.raises(ConfigError) as info:
+        load({**small_spec(), "seeds": [1, 2**63]})
+    assert info.value.path == "seeds" and "integers from 0 to 2**63 - 1" in info.value.message
+    assert load({**small_spec(seed=2**63 - 1), "repeats": 2}).repeats == 2
+    with pytest.raises(ConfigError) as info:
+        load({**small_spec(seed=2**64), "repeats": 2})
+    assert (info.value.path, info.value.line) == ("seed", 2)
+    assert info.value.message == ("the base seed of repeats must be an integer from 0 to 2**63 - 1, got "
+                                  "18446744073709551616")
+    with pytest.raises(ConfigError) as info:
+        load({**small_spec(), "repeats": 2, "variants": [{"name": "a"}, {"name": "b", "seed": -1}]})
+    assert info.value.path == "variants.1.seed"
+    with pytest.raises(ConfigError) as info:
+        load({**small_spec(), "repeats": 2}, overrides=[f"seed={2**63}"])
+    assert info.value.message.endswith("got 9223372036854775808 (from --set)")
+
+
+RANGES = [  # (dotted key, largest accepted or None, first refused, words of the message)
+    ("topology.spines", 10**6, 10**6 + 1, "a valid integer from 1 to 1,000,000"),
+    ("topology.leaves", None, 0, "a valid integer from 1 to 1,000,000, got 0"),
+    ("topology.gpus_per_host", None, 1025, "a valid integer from 1 to 1,024"),
+    ("topology.uplink.count", 1024, 1025, "a valid integer from 1 to 1,024"),
+    ("workload.channels", 64, 65, "a valid integer from 1 to 64"),
+    ("workload.iterations", 10**6, 10**6 + 1, "a valid integer from 1 to 1,000,000"),
+    ("workload.ranks", 16, 2_000_001, "a number of ranks from 2 to 2,000,000"),
+    ("workload.size", 2**60, 2**60 + 2**10, "a size from 1B to 2**60 bytes (1024PiB)"),
+    ("workload.size", "1B", "0.5B", "a size from 1B to 2**60 bytes (1024PiB), got '0.5B'"),
+    ("workload.chunk", "1024PiB", "1025PiB", "a size from 1B"),
+    ("topology.nic.bandwidth", "8Pbps", "0bps", "a bandwidth above 0, at most 1e15 B/s (8Pbps), got '0bps'"),
+    ("topology.uplink.bandwidth", 1e15, 1.01e15, "a bandwidth above 0, at most 1e15 B/s"),
+    ("topology.nic.latency", "1000000s", "1000001s", "a time from 0 to 1e6 s"),
+    ("engine.completion_tolerance", "1us", "1.1us", "a time from 0 to 1us, got '1.1us'"),
+    ("engine.link_series", 0, -1, "a valid integer from 0 to 100,000"),
+]
+
+
+@pytest.mark.parametrize("key, largest, refused_value, words", RANGES, ids=[f"{r[0]}={r[2]}" for r in RANGES])
+def test_numbers_out_of_range_name_the_path_and_the_range(key, largest, refused_value, words):
+    if largest is not None:
+        parse_spec(small_spec(**{key: largest}))
+    error = invalid(small_spec(**{key: refused_value}))
+    assert error.path == key and f"expected {words}" in error.message, str(error)
+
+
+@pytest.mark.parametrize("model, path, words", [
+    ({"layers": 10_001}, "workload.model.layers", "a valid integer from 1 to 10,000"),
+    ({"hidden": 10**8 + 64}, "workload.model.hidden", "a valid integer from 1 to 100,000,000"),
+    ({"dtype_bytes": 17}, "workload.model.dtype_bytes", "a valid integer from 1 to 16"),
+    ({"global_batch": 100_001}, "workload.model.global_batch",
+     "100,001 micro-batches per iteration (global_batch / (micro_batch x dp)); allowed: 1 to 100,000"),
+])
+def test_training_counts_are_bounded(model, path, words):
+    parse_spec(training_spec(global_batch=100_000))
+    error = invalid(training_spec(**model))
+    assert error.path == path and words in error.message, str(error)
+
+
+def test_fault_and_job_times_are_bounded():
+    error = invalid(small_spec(faults=[{"at": "2e6s", "link": "leaf0-spine0", "action": "down"}]))
+    assert error.path == "faults.0.at" and "a time from 0 to 1e6 s" in error.message
+
+
+GOOD_NAMES = ["a", "_x", "0", "a.b-c_d", "x" * 100, "run.v2"]
+BAD_NAMES = [".", "..", "~", "/x", "a/b", "../up", "a\nb", "a\tb", "a\x00b", "-x", ".hidden", "", "x" * 101, "é",
+             "a b", 5]
+
+
+def multi_cluster(name) -> dict:
+    cluster = {"name": name, "leaves": 1, "spines": 1, "hosts_per_leaf": 2, "gpus_per_host": 2, "nics_per_host": 1,
+               "nic": {"bandwidth": "100Gbps"}, "uplink": {"bandwidth": "100Gbps"},
+               "intra_host": {"bandwidth": "100GB/s"}}
+    return small_spec(topology={"type": "multi_cluster", "clusters": [cluster], "ethernet": {"bandwidth": "10Gbps"}})
+
+
+def jobs(name) -> dict:
+    spec = small_spec()
+    return {**spec, "workload": None, "jobs": [{"name": name, "workload": {**spec["workload"], "ranks": 2}}]}
+
+
+NAMED = {"name": (lambda n: small_spec(name=n), "name"), "jobs.0.name": (jobs, "jobs.0.name"),
+         "cluster": (multi_cluster, "topology.clusters.0.name")}
+
+
+@pytest.mark.parametrize("where", sorted(NAMED))
+def test_names_are_names_never_paths(where):
+    make, path = NAMED[where]
+    for name in GOOD_NAMES:
+        parse_spec({k: v for k, v in make(name).items() if v is not None})
+    for name in BAD_NAMES:
+        spec = {k: v for k, v in make(name).items() if v is not None or k != "workload"}
+        error = invalid(spec)
+        assert error.path == path, (name, str(error))
+        assert error.message == f"expected {config.NAME_RULE}, got {shorten(name)}", str(error)
+    assert "a letter, digit or underscore, then letters, digits, '_', '.' or '-', at most 100" in config.NAME_RULE
+
+
+def test_variant_names_follow_the_same_rule(tmp_path):
+    for name in GOOD_NAMES:
+        spec = {**small_spec(), "variants": [{"name": name}]}
+        assert load_experiment(write(tmp_path, yaml.safe_dump(spec))).variants[0]["name"] == name
+    for name in BAD_NAMES:
+        spec = {**small_spec(), "variants": [{"name": name}]}
+        with pytest.raises(ConfigError) as info:
+            load_experiment(write(tmp_path, yaml.safe_dump(spec)))
+        assert info.value.path == "variants.0.name" and config.NAME_RULE in info.value.message, name
+
+
+# ---------------------------------------------------------------------------- collectives of one rank
+
+
+def one_gpu() -> dict:
+    return {"type": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 1, "gpus_per_host": 1,
+            "nics_per_host": 1, "nic": {"bandwidth": "100Gbps"}, "uplink": {"bandwidth": "100Gbps"},
+            "intra_host": {"bandwidth": "100GB/s"}}
+
+
+def sequence(*steps, ranks=None) -> dict:
+    workload = {"type": "sequence", "steps": [{"op": "allreduce", "algorithm": "ring", "size": "1MiB", **s}
+                                              if "steps" not in s else s for s in steps]}
+    return small_spec(workload={**workload, **({"ranks": ranks} if ranks is not None else {})})
+
+
+@pytest.mark.parametrize("spec, path", [
+    (small_spec(**{"workload.ranks": 1}), "workload.ranks"),
+    (sequence({"ranks": 1}), "workload.steps.0.ranks"),
+    (sequence({"ranks": [3]}), "workload.steps.0.ranks"),
+    (sequence({}, ranks=1), "workload.ranks"),
+    ({**jobs("j"), "jobs": [{"name": "j", "workload": {**small_spec()["workload"], "ranks": 1}}]},
+     "jobs.0.workload.ranks"),
+], ids=["ranks 1", "step selects 1", "step lists 1", "sequence places 1", "job of 1"])
+def test_a_collective_of_one_rank_is_refused_when_validating(spec, path):
+    error = invalid({k: v for k, v in spec.items() if v is not None})
+    assert (error.path, error.message) == (path, "a collective needs at least 2 ranks, got 1")
+
+
+@pytest.mark.parametrize("spec, path", [
+    (sequence({"ranks": "0:1"}), "workload.steps.0.ranks"),
+    (sequence({"ranks": "0:2"}, {"ranks": "5::100"}), "workload.steps.1.ranks"),
+    (sequence({"type": "sequence", "ranks": "3:4", "steps": [{"op": "allgather", "algorithm": "ring", "size": "1MiB"}]}),
+     "workload.steps.0.ranks"),
+    (small_spec(topology=one_gpu()), "workload"),
+    (sequence({}, {}, ranks=None) | {"topology": one_gpu()}, "workload"),
+], ids=["slice of 1", "second step", "nested sequence", "one-GPU fabric", "one-GPU fabric, sequence"])
+def test_a_communicator_of_one_rank_is_refused_before_the_run(tmp_path, spec, path):
+    from netsim.experiment.run import prepare
+    with pytest.raises(ConfigError) as info:
+        prepare(parse_spec(spec))
+    assert (info.value.path, info.value.message) == (path, "a collective needs at least 2 ranks, got 1")
+    result = runner.invoke(app, ["validate", str(write(tmp_path, yaml.safe_dump(spec)))])
+    assert result.exit_code == 2 and "a collective needs at least 2 ranks, got 1" in result.output, result.output
+
+
+def test_two_ranks_are_enough():
+    from netsim.experiment.run import prepare
+    prepare(parse_spec(small_spec(**{"workload.ranks": 2})))
+    prepare(parse_spec(sequence({"ranks": "0:2"}, {"ranks": [3, 1]})))
+
+
+# ---------------------------------------------------------------------------- short messages
+
+
+HUGE = {"string": "z" * 1_000_000, "list": list(range(50_000)), "integer": 10**5000}
+
+
+@pytest.mark.parametrize("kind", sorted(HUGE))
+@pytest.mark.parametrize("key", ["name", "seed", "routing", "workload.size", "workload.op", "topology.spines",
+                                 "topology.nic", "workload.ranks", "engine", "workload.algorithm", "topology.colour"])
+def test_messages_embedding_huge_values_stay_short(key, kind):
+    error = invalid(small_spec(**{key: HUGE[kind]}))
+    assert len(str(error)) <= errors.MAX_MESSAGE_CHARS and error.path.startswith(key.split(".")[0]), str(error)

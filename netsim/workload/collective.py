@@ -96,12 +96,16 @@ def plan_workload(workload: CollectiveWorkload | SequenceWorkload, gpus: Sequenc
     Distinct rank sets become distinct communicators (``comm`` ids in order of appearance), so
     concurrent sub-communicators use their own connections, while steps over the same ranks reuse
     theirs, as calls on one NCCL communicator do. With ``topology``, the transport rule is applied
-    per communicator: one that mixes NIC families talks TCP (``CallPlan.tcp``).
+    per communicator: one that mixes NIC families talks TCP (``CallPlan.tcp``). A communicator of
+    fewer than 2 ranks is refused at the selector that chose it (or at ``path`` when the fabric
+    has a single GPU): a collective on one rank moves nothing, and its bandwidth would be infinite.
     """
     comms: dict[tuple[int, ...], int] = {tuple(gpus): 0}
     counter = [0]
 
-    def call(w: CollectiveWorkload, members: list[int]) -> CallPlan:
+    def call(w: CollectiveWorkload, members: list[int], source: str) -> CallPlan:
+        if len(members) < 2:
+            raise ConfigError(f"a collective needs at least 2 ranks, got {len(members)}", source)
         step = counter[0]
         counter[0] += 1
         comm = comms.setdefault(tuple(members), len(comms))
@@ -109,16 +113,20 @@ def plan_workload(workload: CollectiveWorkload | SequenceWorkload, gpus: Sequenc
         return CallPlan(step, w.label or f"{w.op}/{w.algorithm}", w.op, w.algorithm, w.size, w.channels, w.chunk,
                         w.iterations, members, comm, tcp=tcp)
 
-    def walk(w: SequenceWorkload, members: list[int], at: str) -> SequencePlan:
+    def walk(w: SequenceWorkload, members: list[int], at: str, source: str) -> SequencePlan:
         plan = SequencePlan(w.mode, w.iterations)
         for i, s in enumerate(w.steps):
-            sub = select_ranks(s.ranks, members, f"{at}.steps.{i}.ranks")
-            plan.steps.append(walk(s, sub, f"{at}.steps.{i}") if isinstance(s, SequenceWorkload) else call(s, sub))
+            selector = f"{at}.steps.{i}.ranks"
+            sub = select_ranks(s.ranks, members, selector)
+            chosen = selector if s.ranks is not None else source
+            plan.steps.append(walk(s, sub, f"{at}.steps.{i}", chosen) if isinstance(s, SequenceWorkload)
+                              else call(s, sub, chosen))
         return plan
 
+    source = f"{path}.ranks" if workload.ranks is not None else path
     if isinstance(workload, SequenceWorkload):
-        return walk(workload, list(gpus), path)
-    return SequencePlan("serial", 1, [call(workload, list(gpus))])
+        return walk(workload, list(gpus), path, source)
+    return SequencePlan("serial", 1, [call(workload, list(gpus), source)])
 
 
 def run_workload(env: simpy.Environment, fabric: Fabric, plan: SequencePlan, *, records: list[CollectiveRecord],
