@@ -567,3 +567,85 @@ HUGE = {"string": "z" * 1_000_000, "list": list(range(50_000)), "integer": 10**5
 def test_messages_embedding_huge_values_stay_short(key, kind):
     error = invalid(small_spec(**{key: HUGE[kind]}))
     assert len(str(error)) <= errors.MAX_MESSAGE_CHARS and error.path.startswith(key.split(".")[0]), str(error)
+
+
+# ---------------------------------------------------------------------------- routes CSV files
+
+
+@pytest.fixture
+def four_gpus():
+    from tests.conftest import make_leaf_spine
+    return make_leaf_spine()
+
+
+def routes_error(topology, path: Path) -> str:
+    from netsim.routing.table import read_routes
+    with pytest.raises(ConfigError) as info:
+        read_routes(path, topology)
+    assert info.value.path == "routing.file" and len(str(info.value)) < 2048
+    return info.value.message
+
+
+CSV = "src,dst,channel,path_index\n"
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"src,dst,channel,path_index\n0,2,0,0\n\xff\xfe\n", "cannot read routes file {f}:3: not UTF-8 text: byte 0xff at "
+                                                         "line 3 (byte 36 of the file)"),
+    (b"src,dst,channel,path_index\n0,2,0\x00,0\n", "cannot read routes file {f}:2: a NUL character at line 2"),
+    (b"\x89PNG\r\n\x1a\n", "cannot read routes file {f}:1: not UTF-8 text"),
+    (b"", "{f}: the file is empty; expected a header like src,dst,channel,path"),
+    (b" \n\t\n", "{f}: the file is empty"),
+    ((CSV + "0,2,0,0\n0,2,0,0,7\n").encode(), "{f}: not a valid CSV: Error tokenizing data. C error: Expected 4 fields "
+                                              "in line 3, saw 5"),
+    ((CSV + "# c\n0,2,0,0,7\n0,2,1,0,7\n").encode(), "{f}:3: more fields than the header has columns"),
+    ((CSV + "x,2,0,0\n").encode(), "{f}:2: src must be a non-negative integer (at most 2,147,483,647), got 'x'"),
+    ((CSV + "0,2," + "9" * 5000 + ",0\n").encode(), "{f}:2: channel must be a non-negative integer (at most "
+                                                    "2,147,483,647), got '99999"),
+    ((CSV + f"0,2,{2**31},0\n").encode(), "{f}:2: channel must be a non-negative integer"),
+    ((CSV + "0,2,0,0\r0,2,1,9\r").encode(), "{f}:3: path_index 9 out of range"),
+    ((CSV + "0,2,0,0\n\x0c\n0,2,1,9\n").encode(), "{f}: row 3: path_index 9 out of range"),
+    (b"\xef\xbb\xbf" + (CSV + "0,2,0,9\n").encode(), "{f}:2: path_index 9 out of range"),
+    (("src,dst,channel,path_index,fraction\n0,2,0,0," + "1" * 5000 + "\n").encode(),
+     "{f}:2: fraction must be a number in (0, 1], got '11111"),
+    (("src,dst,channel,path\n0,2,0," + "leaf0 " * 2000 + "\n").encode(), "{f}:2: no path leaf0>leaf0>"),
+    ((",".join(f"c{i}" for i in range(500)) + "\n").encode(), "{f}:1: unknown columns 'c0', 'c1'"),
+])
+def test_a_bad_routes_file_is_one_error_naming_the_file_and_line(four_gpus, tmp_path, content, words):
+    path = tmp_path / "routes.csv"
+    path.write_bytes(content)
+    message = routes_error(four_gpus, path)
+    assert message.startswith(words.format(f=path)), message
+
+
+def test_routes_files_that_are_not_files(four_gpus, tmp_path, monkeypatch):
+    from netsim.routing import table
+    assert routes_error(four_gpus, tmp_path / "nope.csv") == f"routes file {tmp_path / 'nope.csv'} not found"
+    assert routes_error(four_gpus, tmp_path) == f"cannot read routes file {tmp_path}: a directory, not a file"
+    os.mkfifo(tmp_path / "fifo.csv")
+    assert routes_error(four_gpus, tmp_path / "fifo.csv").endswith("not a regular file (a device, pipe or socket)")
+    monkeypatch.setattr(table, "MAX_ROUTES_BYTES", 100)
+    path = write(tmp_path, CSV + "0,2,0,0\n" * 20, "big.csv")
+    assert routes_error(four_gpus, path) == f"cannot read routes file {path}: file too large: 187 bytes (limit 100 bytes)"
+
+
+def test_a_routes_file_name_with_a_nul_is_an_error_not_a_traceback(tmp_path):
+    from netsim.experiment.run import prepare
+    spec = parse_spec(small_spec(routing={"type": "table", "file": "a\0b.csv"}))
+    with pytest.raises(ConfigError) as info:
+        prepare(spec)
+    assert info.value.path == "routing.file" and "embedded null byte" in info.value.message
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.text(st.sampled_from("0123 ,\n\r#-.e9xleafspin\"'\t"), max_size=60))
+def test_any_routes_text_gives_routes_or_one_config_error(four_gpus, tmp_path, body):
+    from netsim.routing.table import read_routes
+    path = tmp_path / "r.csv"
+    path.write_text("src,dst,channel,path,fraction\n" + body)
+    try:
+        routes = read_routes(path, four_gpus)
+    except ConfigError as exc:
+        assert exc.path == "routing.file" and len(str(exc)) < 2048
+    else:
+        assert routes and all(abs(sum(f for _, f in r) - 1) < 1e-9 for r in routes.values())

@@ -6,16 +6,19 @@ those. Connections the file does not list fall back to another registered policy
 
 from __future__ import annotations
 
+import csv
 import io
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from netsim.errors import ConfigError
+from netsim.config import read_text
+from netsim.errors import ConfigError, shorten
 from netsim.routing.base import (DEFAULT_RECONVERGENCE, ROUTING, Connection, PolicyBase, Routes,
                                  RoutingPolicy, make_routing, option_time)
 from netsim.topology import Topology
@@ -30,6 +33,11 @@ FRACTION_TOLERANCE = 1e-9
 SHOWN_CANDIDATES = 4
 #: YAML path every error of the routes file is reported at.
 WHERE = "routing.file"
+#: Largest routes file read (bytes): about half a million rows, the routes of every connection
+#: of a 16,384-GPU ring with 16 channels twice over; a larger file (or the wrong one) fails at once.
+MAX_ROUTES_BYTES = 16 * 2**20
+#: Largest integer in the src, dst, channel, job, comm and path_index columns (a signed 32-bit int).
+MAX_CELL = 2**31 - 1
 
 
 @ROUTING.register("table")
@@ -85,7 +93,7 @@ class Table(PolicyBase):
         if file is None:
             raise ConfigError("give the routes file: routing: {type: table, file: routes.csv}", "routing")
         if not isinstance(file, (str, os.PathLike)):
-            raise ConfigError(f"expected the path of a CSV file, got {file!r}", WHERE)
+            raise ConfigError(f"expected the path of a CSV file, got {shorten(file)}", WHERE)
         self.topology = topology
         self.reaction_s = option_time(reconvergence, "reconvergence")
         self.fallback = _make_fallback(fallback, topology, rng)
@@ -132,7 +140,7 @@ def _make_fallback(fallback: str | dict, topology: Topology, rng: np.random.Gene
         name, options = fallback["type"], {k: v for k, v in fallback.items() if k != "type"}
     else:
         raise ConfigError(f"expected a routing policy name (ecmp) or a mapping with a 'type', "
-                          f"got {fallback!r}", "routing.fallback")
+                          f"got {shorten(fallback)}", "routing.fallback")
     if name == "table":
         raise ConfigError("a table cannot fall back to another table; name another policy (ecmp, spray, ...)",
                           "routing.fallback")
@@ -178,22 +186,31 @@ def read_routes(file: str | os.PathLike, topology: Topology) -> dict[Connection,
 
     name = str(file)
     try:
-        text = Path(file).read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"routes file {name} not found", WHERE) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read routes file {name}: {exc.__class__.__name__}", WHERE) from None
+        text = read_text(file, MAX_ROUTES_BYTES)
+    except ConfigError as exc:
+        if exc.message == "file not found":
+            raise ConfigError(f"routes file {name} not found", WHERE) from None
+        raise ConfigError(f"cannot read routes file {name}{f':{exc.line}' if exc.line else ''}: {exc.message}",
+                          WHERE) from None
+    if not text.strip():
+        raise _bad(name, f"the file is empty; expected a header like {','.join(REQUIRED)},path")
     try:
-        table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, comment="#",
-                            skipinitialspace=True)
+        with warnings.catch_warnings():
+            # CORRECTNESS: when every row has one field more than the header, pandas would take the
+            # first column as the index and shift the others; index_col=False warns instead
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, comment="#",
+                                skipinitialspace=True, index_col=False)
     except pd.errors.EmptyDataError:
         raise _bad(name, f"the file is empty; expected a header like {','.join(REQUIRED)},path") from None
-    except pd.errors.ParserError as exc:
-        raise _bad(name, f"not a valid CSV: {str(exc).strip()}") from None
+    except pd.errors.ParserWarning:
+        raise _bad(_longer_than_header(text, name), "more fields than the header has columns") from None
+    except (ValueError, csv.Error) as exc:  # pandas' ParserError is a ValueError
+        raise _bad(name, f"not a valid CSV: {shorten(str(exc).strip(), 200)[1:-1]}") from None
     table.columns = [str(c).strip() for c in table.columns]
     _check_columns(list(table.columns), name)
     # CORRECTNESS: pandas skips the same blank and comment-only lines, so data row i is on lines[i + 1]
-    lines = [n for n, raw in enumerate(text.splitlines(), 1) if raw.split("#", 1)[0].strip()]
+    lines = [n for n, raw in enumerate(_physical_lines(text), 1) if raw.split("#", 1)[0].strip()]
     exact = len(lines) == len(table) + 1
     resolver = _Resolver(topology)
     rows: list[_Row] = []
@@ -211,12 +228,26 @@ def read_routes(file: str | os.PathLike, topology: Topology) -> dict[Connection,
     return _combine(rows)
 
 
+def _longer_than_header(text: str, name: str) -> str:
+    """``file:line`` of the first row with more fields than the header (``file`` when none is found)."""
+    lines = [(n, raw.split("#", 1)[0]) for n, raw in enumerate(_physical_lines(text), 1)]
+    lines = [(n, raw) for n, raw in lines if raw.strip()]
+    width = len(next(csv.reader([lines[0][1]]))) if lines else 0
+    return next((f"{name}:{n}" for n, raw in lines[1:] if len(next(csv.reader([raw]))) > width), name)
+
+
+def _physical_lines(text: str) -> list[str]:
+    """The lines as pandas counts them: ended by \\n, \\r\\n or \\r (not by \\f, \\v or U+2028)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
 def _check_columns(columns: list[str], name: str) -> None:
     """Every required column is there, a way to give paths is offered, and nothing unknown."""
     where = f"{name}:1"
     unknown = [c for c in columns if c not in COLUMNS]
     if unknown:
-        raise _bad(where, f"unknown column{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}; "
+        more = f" (and {len(unknown) - 8} more)" if len(unknown) > 8 else ""
+        raise _bad(where, f"unknown column{'s' * (len(unknown) > 1)} {', '.join(map(shorten, unknown[:8]))}{more}; "
                           f"allowed: {', '.join(COLUMNS)}")
     missing = [c for c in REQUIRED if c not in columns]
     if missing:
@@ -236,16 +267,16 @@ class _Resolver:
 
     @staticmethod
     def _int(cells: dict[str, str], column: str, where: str, default: int | None = None) -> int:
-        """The non-negative integer in ``column`` (``default`` when the cell is empty and one is given)."""
+        """The integer in [0, MAX_CELL] in ``column`` (``default`` when the cell is empty and one is given)."""
         raw = cells.get(column, "")
         if raw == "" and default is not None:
             return default
         try:
-            value = int(raw)
+            value = int(raw) if len(raw) <= 20 else -1
         except ValueError:
             value = -1
-        if value < 0:
-            raise _bad(where, f"{column} must be a non-negative integer, got {raw!r}")
+        if not 0 <= value <= MAX_CELL:
+            raise _bad(where, f"{column} must be a non-negative integer (at most {MAX_CELL:,}), got {shorten(raw)}")
         return value
 
     def row(self, cells: dict[str, str], where: str, line: str) -> _Row:
@@ -279,8 +310,8 @@ class _Resolver:
             self._nodes = {data["name"] for _, data in self.topology.graph.nodes(data=True)}
         for n in names:
             if n not in self._nodes:
-                raise _bad(where, f"unknown node {n!r} in path {'>'.join(names)} (switches are named like "
-                                  "leaf0, spine3)")
+                raise _bad(where, f"unknown node {shorten(n)} in path {shorten('>'.join(names))[1:-1]} (switches are "
+                                  "named like leaf0, spine3)")
         sequences = self._switch_names(src, dst)
         for path, seq in zip(self.topology.paths(src, dst), sequences):
             if seq == names:
@@ -292,7 +323,7 @@ class _Resolver:
         shown = ", ".join(distinct[:SHOWN_CANDIDATES])
         if len(distinct) > SHOWN_CANDIDATES:
             shown += f", ... ({len(distinct)} in all)"
-        raise _bad(where, f"no path {'>'.join(names)} from GPU {src} to GPU {dst}; candidates: {shown}")
+        raise _bad(where, f"no path {shorten('>'.join(names))[1:-1]} from GPU {src} to GPU {dst}; candidates: {shown}")
 
     def _switch_names(self, src: int, dst: int) -> list[tuple[str, ...]]:
         """For each candidate path of ``src -> dst``, the names of the fabric switches it crosses."""
@@ -313,11 +344,11 @@ class _Resolver:
         if raw == "":
             return 1.0
         try:
-            value = float(raw)
+            value = float(raw) if len(raw) <= 64 else math.nan
         except ValueError:
             value = math.nan
         if not (math.isfinite(value) and 0.0 < value <= 1.0):
-            raise _bad(where, f"fraction must be a number in (0, 1], got {raw!r}")
+            raise _bad(where, f"fraction must be a number in (0, 1], got {shorten(raw)}")
         return value
 
 
