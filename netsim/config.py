@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import copy
+import math
 import os
 import re
 import stat
@@ -1314,6 +1315,9 @@ def _resolve_files(data: Any, path: Path) -> Any:
     return data
 
 
+#: Most runs one experiment file may expand to (variants x grid points x seeds): each is a spec held
+#: in memory before the first runs, so a grid of a few long axes must fail here, not exhaust memory.
+MAX_RUNS = 100_000
 #: Top-level keys that make an experiment file a sweep (expanded by :mod:`netsim.experiment.sweep`).
 SWEEP_KEYS = ("variants", "sweep", "seeds", "repeats")
 
@@ -1474,6 +1478,12 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None,
                 raise _sweep_error(f"the base seed of repeats must be an integer from 0 to 2**63 - 1, got "
                                    f"{shorten(value)}{source}", at, path, root)
     exp.seeds, exp.repeats = seeds, repeats
+    runs = max(len(exp.variants), 1) * math.prod(len(values) for _, values in exp.axes) * len(seeds or [0]) \
+        * (repeats or 1)
+    if runs > MAX_RUNS:
+        at = "sweep" if exp.axes else "repeats" if repeats else "seeds" if seeds else "variants"
+        raise _sweep_error(f"the sweep expands to {runs:,} runs (variants x grid points x seeds); at most "
+                           f"{MAX_RUNS:,}", at, path, root)
     return exp
 
 

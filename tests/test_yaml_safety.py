@@ -649,3 +649,20 @@ def test_any_routes_text_gives_routes_or_one_config_error(four_gpus, tmp_path, b
         assert exc.path == "routing.file" and len(str(exc)) < 2048
     else:
         assert routes and all(abs(sum(f for _, f in r) - 1) < 1e-9 for r in routes.values())
+
+
+def test_a_sweep_expanding_past_the_run_limit_is_refused_when_loading(tmp_path):
+    axes = {"workload.size": ["1MiB", "2MiB", "4MiB", "8MiB", "16MiB"], "seed": list(range(100)),
+            "topology.spines": [1, 2, 3, 4]}
+    spec = {**small_spec(), "sweep": axes, "variants": [{"name": f"v{i}"} for i in range(50)]}
+    assert len(load_experiment(write(tmp_path, yaml.safe_dump(spec))).variants) == 50  # 100,000 runs
+    spec["variants"].append({"name": "one-more"})
+    with pytest.raises(ConfigError) as info:
+        load_experiment(write(tmp_path, yaml.safe_dump(spec)))
+    assert info.value.path == "sweep"
+    assert info.value.message == "the sweep expands to 102,000 runs (variants x grid points x seeds); at most 100,000"
+    start = time.perf_counter()
+    with pytest.raises(ConfigError) as info:
+        load_experiment(write(tmp_path, yaml.safe_dump({**small_spec(), "repeats": 100_000,
+                                                        "sweep": {"topology.spines": [1, 2]}})))
+    assert "200,000 runs" in info.value.message and time.perf_counter() - start < 1
