@@ -74,7 +74,8 @@ def _quantity(what: str, allowed: str, low: float, high: float, above: bool = Fa
 
     def check(value: Any) -> float:
         if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
-            raise ValueError(f"expected a {what} (a number or a string like {_EXAMPLE[what]}), got {shorten(value)}")
+            raise ValueError(f"expected a {what} (a number or a string like {_EXAMPLE[what]}), "
+                             f"got {shorten(value)}")
         try:
             result = parse(value)
         except UnitError as exc:
@@ -520,8 +521,8 @@ class TrainingWorkload(_Spec):
                               f"({model.micro_batch} x {par.dp})", "model.global_batch")
         micro_batches = model.global_batch // (model.micro_batch * par.dp)
         if micro_batches > MAX_MICRO_BATCHES:
-            raise _FieldError(f"{micro_batches:,} micro-batches per iteration (global_batch / (micro_batch x dp)); "
-                              f"allowed: 1 to {MAX_MICRO_BATCHES:,}", "model.global_batch")
+            raise _FieldError(f"{micro_batches:,} micro-batches per iteration (global_batch / (micro_batch x "
+                              f"dp)); allowed: 1 to {MAX_MICRO_BATCHES:,}", "model.global_batch")
         if model.layers < par.pp:
             raise _FieldError(f"{model.layers} layers cannot fill {par.pp} pipeline stages", "parallelism.pp")
         if isinstance(self.partition, list) and (len(self.partition) != par.pp or sum(self.partition) != model.layers):
@@ -763,7 +764,8 @@ def _message(err: dict, model_fields: dict | None) -> str:
         return "required key is missing"
     if kind == "union_tag_invalid":
         ctx = err.get("ctx") or {}
-        return f"unknown type {shorten(ctx.get('tag'))}; valid: {ctx.get('expected_tags', '').replace(chr(39), '')}"
+        valid = ctx.get("expected_tags", "").replace(chr(39), "")
+        return f"unknown type {shorten(ctx.get('tag'))}; valid: {valid}"
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix):]
@@ -908,7 +910,8 @@ def parse_assignment(item: str, option: str) -> tuple[str, Any]:
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key or any(not p for p in key.split(".")):
-        raise ConfigError(f"{option} expects KEY=VALUE with a dotted key (workload.size=1GiB), got {shorten(item)}")
+        raise ConfigError(f"{option} expects KEY=VALUE with a dotted key (workload.size=1GiB), "
+                          f"got {shorten(item)}")
     return key, _option_value(raw, f"{option} {key if len(key) <= 60 else shorten(key)}")
 
 
@@ -935,6 +938,7 @@ MAX_YAML_NODES = 100_000
 # perf: libyaml, when PyYAML was built with it, parses 50-100x faster than the pure-Python parser
 # (a 4 MiB file in 0.1 s, not 10 s) and yields the same events; both are safe and not recursive.
 _PARSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_NODES = "(keys, values, mappings and lists)"
 
 
 def read_text(path: str | Path, limit: int = MAX_YAML_BYTES) -> str:
@@ -980,8 +984,8 @@ def _decode(raw: bytes, where: str) -> str:
     except UnicodeDecodeError as exc:
         at = start + exc.start
         line = raw.count(b"\n", 0, at) + 1
-        raise ConfigError(f"not UTF-8 text: byte 0x{raw[at]:02x} at line {line} (byte {at + 1:,} of the file); "
-                          "save it as UTF-8", "", where, line) from None
+        raise ConfigError(f"not UTF-8 text: byte 0x{raw[at]:02x} at line {line} (byte {at + 1:,} of the "
+                          "file); save it as UTF-8", "", where, line) from None
     nul = text.find("\0")
     if nul >= 0:
         line = text.count("\n", 0, nul) + 1
@@ -1012,7 +1016,7 @@ def _events(text: str, where: str) -> list[yaml.Event]:
             stack.append([event.anchor, 1, 1])
             total += 1
             if total > MAX_YAML_NODES:
-                raise refuse(f"more than {MAX_YAML_NODES:,} YAML nodes (keys, values, mappings and lists)", event)
+                raise refuse(f"more than {MAX_YAML_NODES:,} YAML nodes {_NODES}", event)
             continue
         if isinstance(event, yaml.CollectionEndEvent):
             anchor, nodes, height = stack.pop()
@@ -1027,23 +1031,23 @@ def _events(text: str, where: str) -> list[yaml.Event]:
             name = shorten(event.anchor)[1:-1]
             if event.anchor not in closed:
                 if any(entry[0] == event.anchor for entry in stack):
-                    raise refuse(f"recursive alias *{name}: it stands for a mapping or list that contains it", event)
+                    raise refuse(f"recursive alias *{name}: it stands for a mapping or list that contains it",
+                                 event)
                 continue  # undefined: the composer says so, with its line
             nodes, height = closed[event.anchor]
             if len(stack) + height > MAX_YAML_DEPTH:
-                raise refuse(f"mappings and lists nested deeper than {MAX_YAML_DEPTH} levels once alias *{name} is "
-                             "expanded", event)
+                raise refuse(f"mappings and lists nested deeper than {MAX_YAML_DEPTH} levels once alias "
+                             f"*{name} is expanded", event)
             total += nodes
             aliased += nodes
             if total > MAX_YAML_NODES:
-                raise refuse(f"aliases expand past the limit of {MAX_YAML_NODES:,} YAML nodes (keys, values, mappings "
-                             f"and lists): alias *{name} alone stands for {nodes:,}", event)
+                raise refuse(f"aliases expand past the limit of {MAX_YAML_NODES:,} YAML nodes {_NODES}: "
+                             f"alias *{name} alone stands for {nodes:,}", event)
         else:
             continue
         if total > MAX_YAML_NODES:
             expanded = " once its aliases are expanded" if aliased else ""
-            raise refuse(f"more than {MAX_YAML_NODES:,} YAML nodes (keys, values, mappings and lists){expanded}",
-                         event)
+            raise refuse(f"more than {MAX_YAML_NODES:,} YAML nodes {_NODES}{expanded}", event)
         if stack:
             stack[-1][1] += nodes
             stack[-1][2] = max(stack[-1][2], height + 1)
@@ -1106,8 +1110,8 @@ def _check_keys(root: yaml.Node | None, where: str) -> None:
                 if isinstance(key, yaml.ScalarNode):
                     line = key.start_mark.line + 1
                     if (key.tag, name) in first:
-                        raise ConfigError(f"duplicate key {shorten(name)} (first at line {first[key.tag, name]})",
-                                          at, where or None, line)
+                        raise ConfigError(f"duplicate key {shorten(name)} (first at line "
+                                          f"{first[key.tag, name]})", at, where or None, line)
                     first[key.tag, name] = line
                 stack.append((value, at))
         elif isinstance(node, yaml.SequenceNode):
@@ -1131,7 +1135,8 @@ def _yaml_error(exc: yaml.YAMLError, text: str, where: str) -> ConfigError:
     if isinstance(exc, ReaderError):
         line = text.count("\n", 0, exc.position) + 1
         char = exc.character if isinstance(exc.character, str) else chr(exc.character)
-        return ConfigError(f"control character U+{ord(char):04X} at line {line}: not YAML text", "", where, line)
+        return ConfigError(f"control character U+{ord(char):04X} at line {line}: not YAML text", "", where,
+                           line)
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
@@ -1142,6 +1147,11 @@ def _yaml_error(exc: yaml.YAMLError, text: str, where: str) -> ConfigError:
                            mark.line + 1 if mark else None)
     kind = "YAML error" if isinstance(exc, (ComposerError, ConstructorError)) else "YAML syntax error"
     return ConfigError(f"{kind}: {problem}", "", where, mark.line + 1 if mark else None)
+
+
+def _a(data: Any) -> str:
+    """What a YAML value is, for messages: ``a list ([1, 2])``."""
+    return f"a {type(data).__name__} ({shorten(data)})"
 
 
 def _read_yaml(path: Path, expected: str) -> tuple[yaml.Node, dict]:
@@ -1158,8 +1168,8 @@ def _read_yaml(path: Path, expected: str) -> tuple[yaml.Node, dict]:
     if data is None:
         raise ConfigError(f"the file is empty (no YAML data): expected {expected}", "", where)
     if not isinstance(data, dict):
-        raise ConfigError(f"expected {expected} at the top level, got a {type(data).__name__} ({shorten(data)})",
-                          "", where, root.start_mark.line + 1)
+        raise ConfigError(f"expected {expected} at the top level, got {_a(data)}", "", where,
+                          root.start_mark.line + 1)
     return root, data
 
 
@@ -1225,7 +1235,7 @@ def _load_topology_file(name: str, experiment: Path) -> dict:
     root, data = _read_yaml(file, _TOPOLOGY)
     data = data.get("topology", data)
     if not isinstance(data, dict):
-        raise ConfigError(f"expected {_TOPOLOGY} under 'topology', got a {type(data).__name__} ({shorten(data)})",
+        raise ConfigError(f"expected {_TOPOLOGY} under 'topology', got {_a(data)}",
                           "topology", str(file), _yaml_line(root, ("topology",)))
     return data
 
@@ -1260,7 +1270,7 @@ def _load_workload_file(value: Any, experiment: Path, path: str) -> Any:
     root, data = _read_yaml(file, _WORKLOAD)
     data = data.get("workload", data)
     if not isinstance(data, dict):
-        raise ConfigError(f"expected {_WORKLOAD} under 'workload', got a {type(data).__name__} ({shorten(data)})",
+        raise ConfigError(f"expected {_WORKLOAD} under 'workload', got {_a(data)}",
                           "workload", str(file), _yaml_line(root, ("workload",)))
     return _deep_merge(data, over)
 
@@ -1384,9 +1394,11 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None,
             raise _sweep_error("a variant is a mapping with a name and the keys it overrides, e.g. "
                                "{name: c4p, routing: c4p}", f"variants.{i}", path, root)
         if not isinstance(v["name"], str) or not NAME_PATTERN.fullmatch(v["name"]):
-            raise _sweep_error(f"expected {NAME_RULE}, got {shorten(v['name'])}", f"variants.{i}.name", path, root)
+            raise _sweep_error(f"expected {NAME_RULE}, got {shorten(v['name'])}", f"variants.{i}.name", path,
+                               root)
         if v["name"] in names:
-            raise _sweep_error(f"variant name {shorten(v['name'])} used twice", f"variants.{i}.name", path, root)
+            raise _sweep_error(f"variant name {shorten(v['name'])} used twice", f"variants.{i}.name", path,
+                               root)
         if set(v) & set(SWEEP_KEYS):
             raise _sweep_error(f"a variant cannot hold {', '.join(sorted(set(v) & set(SWEEP_KEYS)))}",
                                f"variants.{i}", path, root)
@@ -1416,7 +1428,8 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None,
     for item in params or []:
         key, _ = parse_assignment(item, "--param")
         raw_values = item.partition("=")[2]
-        values = [_option_value(v, f"--param {key}") for v in raw_values.split(",")] if raw_values.strip() else []
+        values = [_option_value(v, f"--param {key}") for v in raw_values.split(",")] if raw_values.strip() \
+            else []
         if not values:
             raise ConfigError(f"--param {key} needs at least one value: --param {key}=V1,V2,...")
         group = next((ks for ks in axes if key in ks), None)
@@ -1458,11 +1471,12 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None,
         raise _sweep_error("give seeds (a list) or repeats (a count), not both", "repeats", path, root)
     if seeds is not None and (not isinstance(seeds, list) or not seeds or len(set(map(str, seeds))) != len(seeds)
                               or not all(_is_seed(x) for x in seeds)):
-        raise _sweep_error(f"seeds: a list of distinct integers from 0 to 2**63 - 1, got {shorten(seeds)}", "seeds",
-                           path, root)
+        raise _sweep_error(f"seeds: a list of distinct integers from 0 to 2**63 - 1, got {shorten(seeds)}",
+                           "seeds", path, root)
     if repeats is not None and (not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats
                                 <= 100_000):
-        raise _sweep_error(f"repeats: a count of runs per point with derived seeds (1..100000), got {shorten(repeats)}",
+        raise _sweep_error(f"repeats: a count of runs per point with derived seeds (1..100000), got "
+                           f"{shorten(repeats)}",
                            "repeats", path, root)
     if (seeds is not None or repeats is not None) and "seed" in keys:
         raise _sweep_error("seed is swept and seeds/repeats are given: use one of them", "sweep", path, root)

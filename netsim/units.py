@@ -52,7 +52,8 @@ def _parse(value: object, kind: str) -> float:
         raise _error(value, kind)
     if isinstance(value, str):
         if len(value) > MAX_QUANTITY_CHARS:
-            raise _error(value, kind, f"{len(value):,} characters long; a quantity is at most {MAX_QUANTITY_CHARS}")
+            why = f"{len(value):,} characters long; a quantity is at most {MAX_QUANTITY_CHARS}"
+            raise _error(value, kind, why)
         text = value.strip()
         match = _QUANTITY.fullmatch(text)
         if not match:

@@ -221,8 +221,8 @@ LONG = ["1" * 65, " " * 1_000_000, "1" * 1_000_000 + "B", "1" + " " * 200_000 + 
 
 
 @pytest.mark.parametrize("kind", sorted(PARSE))
-@pytest.mark.parametrize("text", LONG, ids=["65 digits", "1M spaces", "1M digits", "spaces then x", "1M decimals",
-                                             "newlines"])
+@pytest.mark.parametrize("text", LONG, ids=["65 digits", "1M spaces", "1M digits", "spaces then x",
+                                             "1M decimals", "newlines"])
 def test_long_strings_are_refused_at_once_saying_how_long(kind, text):
     import time
     start = time.perf_counter()

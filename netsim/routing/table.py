@@ -190,8 +190,8 @@ def read_routes(file: str | os.PathLike, topology: Topology) -> dict[Connection,
     except ConfigError as exc:
         if exc.message == "file not found":
             raise ConfigError(f"routes file {name} not found", WHERE) from None
-        raise ConfigError(f"cannot read routes file {name}{f':{exc.line}' if exc.line else ''}: {exc.message}",
-                          WHERE) from None
+        line = f":{exc.line}" if exc.line else ""
+        raise ConfigError(f"cannot read routes file {name}{line}: {exc.message}", WHERE) from None
     if not text.strip():
         raise _bad(name, f"the file is empty; expected a header like {','.join(REQUIRED)},path")
     try:
@@ -247,7 +247,8 @@ def _check_columns(columns: list[str], name: str) -> None:
     unknown = [c for c in columns if c not in COLUMNS]
     if unknown:
         more = f" (and {len(unknown) - 8} more)" if len(unknown) > 8 else ""
-        raise _bad(where, f"unknown column{'s' * (len(unknown) > 1)} {', '.join(map(shorten, unknown[:8]))}{more}; "
+        shown = ", ".join(map(shorten, unknown[:8])) + more
+        raise _bad(where, f"unknown column{'s' * (len(unknown) > 1)} {shown}; "
                           f"allowed: {', '.join(COLUMNS)}")
     missing = [c for c in REQUIRED if c not in columns]
     if missing:
@@ -267,7 +268,8 @@ class _Resolver:
 
     @staticmethod
     def _int(cells: dict[str, str], column: str, where: str, default: int | None = None) -> int:
-        """The integer in [0, MAX_CELL] in ``column`` (``default`` when the cell is empty and one is given)."""
+        """The integer in [0, MAX_CELL] in ``column`` (``default`` when the cell is empty and one is
+        given)."""
         raw = cells.get(column, "")
         if raw == "" and default is not None:
             return default
@@ -276,7 +278,8 @@ class _Resolver:
         except ValueError:
             value = -1
         if not 0 <= value <= MAX_CELL:
-            raise _bad(where, f"{column} must be a non-negative integer (at most {MAX_CELL:,}), got {shorten(raw)}")
+            raise _bad(where, f"{column} must be a non-negative integer (at most {MAX_CELL:,}), "
+                              f"got {shorten(raw)}")
         return value
 
     def row(self, cells: dict[str, str], where: str, line: str) -> _Row:
@@ -310,8 +313,8 @@ class _Resolver:
             self._nodes = {data["name"] for _, data in self.topology.graph.nodes(data=True)}
         for n in names:
             if n not in self._nodes:
-                raise _bad(where, f"unknown node {shorten(n)} in path {shorten('>'.join(names))[1:-1]} (switches are "
-                                  "named like leaf0, spine3)")
+                raise _bad(where, f"unknown node {shorten(n)} in path {shorten('>'.join(names))[1:-1]} "
+                                  "(switches are named like leaf0, spine3)")
         sequences = self._switch_names(src, dst)
         for path, seq in zip(self.topology.paths(src, dst), sequences):
             if seq == names:
@@ -323,7 +326,8 @@ class _Resolver:
         shown = ", ".join(distinct[:SHOWN_CANDIDATES])
         if len(distinct) > SHOWN_CANDIDATES:
             shown += f", ... ({len(distinct)} in all)"
-        raise _bad(where, f"no path {shorten('>'.join(names))[1:-1]} from GPU {src} to GPU {dst}; candidates: {shown}")
+        raise _bad(where, f"no path {shorten('>'.join(names))[1:-1]} from GPU {src} to GPU {dst}; "
+                          f"candidates: {shown}")
 
     def _switch_names(self, src: int, dst: int) -> list[tuple[str, ...]]:
         """For each candidate path of ``src -> dst``, the names of the fabric switches it crosses."""
