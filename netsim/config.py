@@ -114,6 +114,10 @@ def _name(value: Any) -> str:
     return value
 
 
+def _variant(value: Any) -> str:
+    return value if value == "" else _name(value)
+
+
 Name = Annotated[str, BeforeValidator(_name)]
 
 
@@ -656,7 +660,7 @@ class ExperimentSpec(_Spec):
     name: Name
     description: str = ""
     #: Which named variant of a sweep this run is ("" outside sweeps); set by the expansion.
-    variant: str = ""
+    variant: Annotated[str, BeforeValidator(_variant)] = ""
     seed: _count(MAX_SEED, 0) = 0
     topology: TopologySpec
     placement: Policy = PolicySpec(type="sequential")

@@ -514,6 +514,9 @@ def test_variant_names_follow_the_same_rule(tmp_path):
         with pytest.raises(ConfigError) as info:
             load_experiment(write(tmp_path, yaml.safe_dump(spec)))
         assert info.value.path == "variants.0.name" and config.NAME_RULE in info.value.message, name
+    assert parse_spec(small_spec(variant="")).variant == "" and parse_spec(small_spec(variant="v.1")).variant == "v.1"
+    for name in [n for n in BAD_NAMES if n != ""]:
+        assert invalid(small_spec(variant=name)).path == "variant"
 
 
 # ---------------------------------------------------------------------------- collectives of one rank
