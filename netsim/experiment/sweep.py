@@ -17,6 +17,7 @@ of ``OUT`` (the layout of a single run: ``runs.parquet``, ``collectives.parquet`
 from __future__ import annotations
 
 import copy
+import inspect
 import itertools
 import json
 import os
@@ -24,7 +25,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,6 +40,7 @@ import netsim
 from netsim.config import (ExperimentFile, ExperimentSpec, _deep_merge, _resolve_files, parse_assignment, parse_spec,
                            set_dotted)
 from netsim.errors import ConfigError, NetsimError
+from netsim.experiment.executors import Lost
 from netsim.experiment.outdir import MANIFEST, claim, os_error, owned_files, remove_owned, write_manifest
 from netsim.experiment.results import RESULT_FILES, TABLE_COLUMNS, check_finite, result_tables
 from netsim.experiment.run import data_hash, run_experiment, spec_hash
@@ -461,6 +463,10 @@ def run_sweep(planned: list[PlannedRun], exp: ExperimentFile, out: str | Path, e
     :mod:`netsim.experiment.outdir`. The manifest says ``status: running`` while the sweep runs;
     the top-level tables are rewritten at the end, also when the sweep is interrupted (the
     manifest then says ``status: interrupted``).
+
+    A run whose worker dies or raises is recorded as failed, with why, and the sweep goes on (see
+    :mod:`netsim.experiment.executors`). ``on_done(run, outcome)`` hears of every run executed, as
+    it finishes.
     """
     out = Path(out)
     existing = claim(out, "sweep", force=force, resume=resume)
@@ -484,8 +490,19 @@ def run_sweep(planned: list[PlannedRun], exp: ExperimentFile, out: str | Path, e
         work, items = execute_and_write, [(r, str(out)) for r in todo]
     else:  # results come back to the driver, which writes them (Dask)
         work, items = execute, todo
+
+    def lost(item: PlannedRun | tuple[PlannedRun, str], why: Lost) -> RunOutcome:
+        """A failed outcome for a run whose worker died or raised (the driver writes it)."""
+        run = item[0] if isinstance(item, tuple) else item
+        for tmp in (out / "runs").glob(f".{run.run_id}.tmp-*"):
+            shutil.rmtree(tmp, ignore_errors=True)  # what the dead worker was writing
+        return RunOutcome(run.run_id, False, info={"run_id": run.run_id, "variant": run.variant, "seed": run.seed,
+                                                   "params": run.params},
+                          error=f"{why} while running this run" if why.died else str(why), traceback=why.traceback)
+
+    outcomes = _map(executor, work, items, lost)
     try:
-        for outcome in executor.map(work, items):
+        for outcome in outcomes:
             run = by_id[outcome.run_id]
             cache[run.run_id] = outcome.tables if outcome.written else _write_run(out, run, outcome)
             failed += not outcome.ok
@@ -493,8 +510,19 @@ def run_sweep(planned: list[PlannedRun], exp: ExperimentFile, out: str | Path, e
                 on_done(run, outcome)
         complete = True
     finally:
+        getattr(outcomes, "close", lambda: None)()  # stop the workers before combining what they wrote
         manifest = combine(out, planned, exp, complete=complete, wall_s=time.perf_counter() - t0, cache=cache)
     return SweepReport(len(planned), len(todo), len(planned) - len(todo), failed, manifest)
+
+
+def _map(executor: Any, fn: Callable, items: list, on_lost: Callable[[Any, Lost], RunOutcome]) -> Iterator:
+    """``executor.map(fn, items, on_lost=on_lost)``; without ``on_lost`` for an executor written
+    before it (a lost run then stops the sweep)."""
+    try:
+        takes = "on_lost" in inspect.signature(executor.map).parameters
+    except (TypeError, ValueError):
+        takes = False
+    return executor.map(fn, items, on_lost=on_lost) if takes else executor.map(fn, items)
 
 
 def unique_ids(planned: Iterable[PlannedRun]) -> list[PlannedRun]:
