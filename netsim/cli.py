@@ -244,11 +244,16 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
                 progress.console.print(f"[yellow]run {run.run_id} failed[/] ({_run_label(run)}): "
                                        f"{outcome.error}", markup=True, highlight=False, soft_wrap=True)
 
+        def resumed(kept: int, damaged: dict[str, str]) -> None:
+            from rich.markup import escape
+            progress.update(task, advance=kept, refresh=True)
+            for run_id, problem in damaged.items():
+                progress.console.print(f"[yellow]run {run_id} is redone[/]: {escape(problem)}", markup=True,
+                                       highlight=False, soft_wrap=True)
+
         try:
-            from netsim.experiment.sweep import completed
-            previous = completed(target) if resume and target.exists() else {}
-            progress.update(task, advance=sum(1 for r in planned if previous.get(r.run_id, {}).get("status") == "ok"))
-            result = run_sweep(planned, exp, target, runner, resume=resume, force=force, on_done=done)
+            result = run_sweep(planned, exp, target, runner, resume=resume, force=force, on_done=done,
+                               on_resume=resumed)
         except NetsimError as exc:
             _fail(exc)
         except KeyboardInterrupt as exc:

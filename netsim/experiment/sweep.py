@@ -296,15 +296,77 @@ def execute_and_write(item: tuple[PlannedRun, str]) -> RunOutcome:
 
 
 def completed(out: Path) -> dict[str, dict]:
-    """Run id -> ``run.json`` of every run written completely under ``out/runs``."""
+    """Run id -> ``run.json`` of every run written completely under ``out/runs``.
+
+    A ``run.json`` that cannot be read (corrupt, truncated, empty, not a run's record) is left
+    out: that run is not done."""
     done = {}
     runs_dir = out / "runs"
     if runs_dir.is_dir():
         for d in runs_dir.iterdir():
-            info = d / RUN_INFO
-            if not d.name.startswith(".") and info.is_file():
-                done[d.name] = json.loads(info.read_text())
+            if not d.name.startswith("."):
+                info, _ = _read_info(d / RUN_INFO)
+                if info is not None:
+                    done[d.name] = info
     return done
+
+
+def _read_info(path: Path) -> tuple[dict | None, str]:
+    """A run's ``run.json``, or None and what is wrong with it ("" when there is none)."""
+    try:
+        info = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        return None, ""
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None, f"{path.parent.name}/{path.name} cannot be read ({str(exc)[:120] or type(exc).__name__})"
+    if not isinstance(info, dict) or info.get("status") not in ("ok", "failed"):
+        return None, f"{path.parent.name}/{path.name} is not a run's record (no status ok or failed)"
+    return info, ""
+
+
+def _read_parts(part: Path) -> ArrowTables:
+    """The tables of a finished run's directory; ``_Unreadable`` names a table that cannot be read
+    (corrupt, truncated, empty) or a missing ``runs.parquet``."""
+    tables = ArrowTables()
+    for name in RESULT_FILES:
+        f = part / name
+        try:
+            if f.is_file():
+                tables[name.removesuffix(".parquet")] = pq.read_table(f)
+        except (OSError, pa.ArrowException) as exc:
+            raise _Unreadable(f"{part.name}/{name} cannot be read ({str(exc)[:120] or type(exc).__name__})") from None
+    if "runs" not in tables:
+        raise _Unreadable(f"{part.name}/runs.parquet is missing")
+    return tables
+
+
+class _Unreadable(Exception):
+    """A finished run's part that cannot be read back (its message says which)."""
+
+
+def _earlier_runs(out: Path, planned: list[PlannedRun]) -> tuple[dict, dict, dict]:
+    """What earlier invocations left under ``out/runs`` for ``planned`` (on ``--resume``).
+
+    Returns run id -> ``run.json`` of the finished runs; the tables of the ok ones, read back here,
+    once (combining needs them anyway), so that a damaged part is found before the sweep starts; and
+    run id -> what is damaged (a ``run.json`` or a table that cannot be read) for the runs to redo.
+    """
+    done: dict[str, dict] = {}
+    tables: dict[str, ArrowTables] = {}
+    damaged: dict[str, str] = {}
+    for run in planned:
+        part = out / "runs" / run.run_id
+        info, problem = _read_info(part / RUN_INFO)
+        if info is not None and info["status"] == "ok":
+            try:
+                tables[run.run_id] = _read_parts(part)
+            except _Unreadable as exc:
+                info, problem = None, str(exc)
+        if problem:
+            damaged[run.run_id] = f"runs/{problem}"
+        elif info is not None:
+            done[run.run_id] = info
+    return done, tables, damaged
 
 
 def _uniform(df: pd.DataFrame) -> pd.DataFrame:
@@ -363,12 +425,14 @@ def _with_status(parts: list[pa.Table | pd.DataFrame], ok: list[bool]) -> pd.Dat
 
 
 def combine(out: Path, planned: list[PlannedRun], exp: ExperimentFile, *, complete: bool, wall_s: float,
-            cache: dict[str, dict[str, pd.DataFrame]] | None = None) -> dict:
+            cache: dict[str, dict[str, pd.DataFrame | pa.Table]] | None = None,
+            damaged: dict[str, str] | None = None) -> dict:
     """Write the top-level tables and ``manifest.json`` from the runs of ``planned`` found under ``out/runs``.
 
     Failed runs are rows of ``runs.parquet`` with ``status: failed``, their ``error`` and ``traceback``.
-    ``cache`` holds the tables of runs finished in this process (they are not read back).
-    Returns the manifest.
+    ``cache`` holds the tables of runs finished in this process or read back already (they are not
+    read again); an ok run's table that cannot be read makes it a failed run. ``damaged`` (run id ->
+    which file and why) is recorded in the manifest. Returns the manifest.
     """
     done = completed(out)
     frames: dict[str, list[pa.Table | pd.DataFrame]] = {name.removesuffix(".parquet"): [] for name in RESULT_FILES}
@@ -382,17 +446,17 @@ def combine(out: Path, planned: list[PlannedRun], exp: ExperimentFile, *, comple
             continue
         statuses.append({"run_id": run.run_id, "variant": run.variant, "seed": run.seed, "params": run.params,
                          "status": info["status"], "wall_s": info.get("wall_s"), "error": info.get("error", "")})
-        part = out / "runs" / run.run_id
+        tables = (cache or {}).get(run.run_id)
+        if info["status"] == "ok" and tables is None:
+            try:
+                tables = _read_parts(out / "runs" / run.run_id)
+            except _Unreadable as exc:  # damaged since: --resume finds it and redoes the run
+                info = {**info, "status": "failed", "error": f"runs/{exc}; --resume runs it again", "traceback": ""}
+                statuses[-1].update(status="failed", error=info["error"])
         if info["status"] == "ok":
-            cached = (cache or {}).get(run.run_id)
             for name in frames:
-                if cached is not None:
-                    if name in cached:
-                        frames[name].append(cached[name])
-                    continue
-                f = part / f"{name}.parquet"
-                if f.is_file():
-                    frames[name].append(pq.read_table(f))
+                if name in tables:
+                    frames[name].append(tables[name])
             ok_parts.add(len(frames["runs"]) - 1)
         else:
             row = {"run_id": run.run_id, **_label(run), "status": "failed", "error": info.get("error", ""),
@@ -416,7 +480,9 @@ def combine(out: Path, planned: list[PlannedRun], exp: ExperimentFile, *, comple
     counts = {s: sum(1 for r in statuses if r["status"] == s) for s in ("ok", "failed", "missing")}
     finished = complete and counts["missing"] == 0
     manifest = sweep_manifest(out, exp, "complete" if finished else "interrupted",
-                              counts={"planned": len(planned), **counts}, wall_s=wall_s, runs=statuses)
+                              counts={"planned": len(planned), **counts}, wall_s=wall_s, runs=statuses,
+                              **({"damaged": [{"run_id": k, "problem": v} for k, v in damaged.items()]}
+                                 if damaged else {}))
     write_manifest(out, manifest)
     return manifest
 
@@ -450,11 +516,13 @@ class SweepReport:
     skipped: int
     failed: int
     manifest: dict
+    damaged: dict[str, str] = field(default_factory=dict)  #: run id -> the damaged file found on resume, and why
 
 
 def run_sweep(planned: list[PlannedRun], exp: ExperimentFile, out: str | Path, executor: Any, *,
               resume: bool = False, force: bool = False,
-              on_done: Callable[[PlannedRun, RunOutcome], None] | None = None) -> SweepReport:
+              on_done: Callable[[PlannedRun, RunOutcome], None] | None = None,
+              on_resume: Callable[[int, dict[str, str]], None] | None = None) -> SweepReport:
     """Execute ``planned`` with ``executor`` and write ``out`` (see the module docstring).
 
     ``out`` must not exist, be empty, or be a sweep's results directory: with ``force`` what netsim
@@ -464,9 +532,12 @@ def run_sweep(planned: list[PlannedRun], exp: ExperimentFile, out: str | Path, e
     the top-level tables are rewritten at the end, also when the sweep is interrupted (the
     manifest then says ``status: interrupted``).
 
-    A run whose worker dies or raises is recorded as failed, with why, and the sweep goes on (see
-    :mod:`netsim.experiment.executors`). ``on_done(run, outcome)`` hears of every run executed, as
-    it finishes.
+    On ``resume``, the runs whose files are damaged (a ``run.json`` or a table that cannot be read)
+    are redone, their directories removed first; ``on_resume(kept, damaged)`` hears, before any run,
+    how many runs are kept and which are damaged (run id -> which file and why), and the manifest
+    lists them under ``damaged``. A run whose worker dies or raises is recorded as failed, with why,
+    and the sweep goes on (see :mod:`netsim.experiment.executors`). ``on_done(run, outcome)`` hears
+    of every run executed, as it finishes.
     """
     out = Path(out)
     existing = claim(out, "sweep", force=force, resume=resume)
@@ -479,13 +550,16 @@ def run_sweep(planned: list[PlannedRun], exp: ExperimentFile, out: str | Path, e
     write_manifest(out, sweep_manifest(out, exp, "running", counts={"planned": len(planned)}))
     for stale in (out / "runs").glob(".*.tmp-*") if (out / "runs").is_dir() else []:
         shutil.rmtree(stale, ignore_errors=True)  # an interrupted write of netsim's (hidden, named by run id)
-    done = completed(out) if resume else {}
+    done, cache, damaged = _earlier_runs(out, planned) if resume else ({}, {}, {})
+    for run_id in damaged:  # CORRECTNESS: netsim's own directory (under runs/, named by a run id): redone
+        shutil.rmtree(out / "runs" / run_id, ignore_errors=True)
     todo = [r for r in planned if done.get(r.run_id, {}).get("status") != "ok"]
+    if on_resume is not None and resume:
+        on_resume(len(planned) - len(todo), damaged)
     by_id = {r.run_id: r for r in planned}
     failed = 0
     t0 = time.perf_counter()
     complete = False
-    cache: dict[str, dict[str, pd.DataFrame]] = {}
     if getattr(executor, "shared_fs", False):  # workers write their own parts
         work, items = execute_and_write, [(r, str(out)) for r in todo]
     else:  # results come back to the driver, which writes them (Dask)
@@ -511,8 +585,9 @@ def run_sweep(planned: list[PlannedRun], exp: ExperimentFile, out: str | Path, e
         complete = True
     finally:
         getattr(outcomes, "close", lambda: None)()  # stop the workers before combining what they wrote
-        manifest = combine(out, planned, exp, complete=complete, wall_s=time.perf_counter() - t0, cache=cache)
-    return SweepReport(len(planned), len(todo), len(planned) - len(todo), failed, manifest)
+        manifest = combine(out, planned, exp, complete=complete, wall_s=time.perf_counter() - t0, cache=cache,
+                           damaged=damaged)
+    return SweepReport(len(planned), len(todo), len(planned) - len(todo), failed, manifest, damaged)
 
 
 def _map(executor: Any, fn: Callable, items: list, on_lost: Callable[[Any, Lost], RunOutcome]) -> Iterator:
