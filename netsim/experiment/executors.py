@@ -4,10 +4,11 @@ Each executor's ``map(fn, items, on_lost=None)`` yields ``fn(item)`` for every i
 completes (in any order). ``fn`` must be a module-level function (sweeps wrap a run's failures into
 outcomes), but an item can still be *lost*: the worker process running it died (killed by a signal,
 ``os._exit``, a segfault, the out-of-memory killer) or ``fn`` raised. ``on_lost(item, lost)`` turns
-a lost item into a result, which ``map`` yields in its place; ``lost`` is a :class:`Lost`, whose
-text says what happened ("the worker process died (killed by signal 9, SIGKILL)") and whose
-``died`` and ``traceback`` say how. Without ``on_lost``, ``map`` raises the :class:`Lost`. Either
-way the other items go on: a dead worker is replaced.
+a lost item into a result, which ``map`` yields in its place, and the other items go on (a dead
+worker is replaced); ``lost`` is a :class:`Lost`, whose text says what happened ("the worker
+process died (killed by signal 9, SIGKILL)", or the error ``fn`` raised) and whose ``died`` and
+``traceback`` say how. Without ``on_lost``, ``map`` stops at a lost item and raises the
+:class:`Lost` (the serial executor: what ``fn`` raised).
 
 When the consumer stops early (Ctrl-C, SIGTERM, an error), closing the iterator ``map`` returned
 stops the workers: local ones get SIGTERM, then SIGKILL after a short grace, and are joined; a Dask
@@ -65,12 +66,14 @@ class SerialExecutor:
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any],
             on_lost: Callable[[Any, Lost], Any] | None = None) -> Iterator[Any]:
-        """``fn(item)`` for each item, in order."""
+        """``fn(item)`` for each item, in order (without ``on_lost``, what ``fn`` raises propagates)."""
         for item in items:
             try:
                 result = fn(item)
             except Exception as exc:  # noqa: BLE001 - the item is lost, the others go on
-                result = _report(item, _raised(exc), on_lost)
+                if on_lost is None:
+                    raise
+                result = on_lost(item, _raised(exc))
             yield result
 
 
