@@ -358,6 +358,12 @@ def render_report(results_dir: str | Path) -> str:
     banner = ("" if status == "complete" else
               f"<p class='warning'><b>Incomplete results</b> (status: {html.escape(str(status))}): only the runs "
               "that finished are shown; <code>netsim sweep --resume</code> continues the sweep.</p>")
+    below = _below_bound(results_dir)
+    if below:
+        banner += (f"<p class='warning' id='below-bound'><b>{below} collective call(s) finished faster than their "
+                   "provable lower bound</b> (column <code>below_bound</code> of collectives.parquet): these "
+                   "numbers break a physical bound and should not be trusted. Please report it with the "
+                   "experiment file.</p>")
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
             f"<title>netsim: {html.escape(manifest['name'])}</title>"
             "<style>body{font-family:sans-serif;margin:2em} .fig{margin-bottom:2em} pre{background:#f4f4f4;"
@@ -365,6 +371,15 @@ def render_report(results_dir: str | Path) -> str:
             f"<h1>netsim — {html.escape(manifest['name'])}</h1>" + banner
             + "".join(f"<div class='fig'>{p}</div>" for p in parts)
             + "<h2>Manifest</h2><pre>" + html.escape(json.dumps(shown, indent=2)) + "</pre></body></html>")
+
+
+def _below_bound(results_dir: Path) -> int:
+    """Collective calls flagged as faster than their lower bound."""
+    path = results_dir / "collectives.parquet"
+    if not path.is_file():
+        return 0
+    colls = pd.read_parquet(path, columns=None)
+    return int(colls["below_bound"].sum()) if "below_bound" in colls.columns else 0
 
 
 def write_report(results_dir: str | Path, out: str | Path | None = None) -> Path:
