@@ -290,8 +290,13 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is, so that it cleans up as on Ctrl-C."""
 
 
+#: Signals main() received (SIGINT, SIGTERM) that no command has reported yet: process-wide, as signals are.
+_RECEIVED: list[int] = []
+
+
 def _interrupted(left: str, exc: BaseException | None = None) -> None:
     """Ctrl-C or SIGTERM: one line on what is left, exit 130 (SIGINT) or 143 (SIGTERM)."""
+    _RECEIVED.clear()
     err.print(f"{'terminated' if isinstance(exc, Terminated) else 'interrupted'}: {left}", highlight=False,
               markup=False, soft_wrap=True)
     raise typer.Exit(143 if isinstance(exc, Terminated) else 130)
@@ -497,24 +502,23 @@ def _jobs_table(jobs) -> Table:
 def main() -> None:
     """Console-script entry point: exit 0 on success, 1 when runs of a sweep failed, 2 for bad input
     (one message, no traceback), 130/143 when interrupted (SIGINT/SIGTERM), 70 for a bug in netsim."""
-    import click
+    received = _RECEIVED
+    received.clear()
 
-    def terminate(signum, frame) -> None:
-        raise Terminated()
+    def stop(signum, frame) -> None:
+        received.append(signum)
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
-    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGTERM, stop)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, stop)
     try:
         code = app(standalone_mode=False)
-    except click.exceptions.Abort as exc:  # Ctrl-C where no command catches it (click wraps it)
-        cause = exc.__cause__ or exc.__context__
-        err.print("terminated" if isinstance(cause, Terminated) else "interrupted", highlight=False)
-        code = 143 if isinstance(cause, Terminated) else 130
+        # typer turns a KeyboardInterrupt no command caught into a silent exit 130: say what happened
+        if received and code == 130:
+            code = _stopped_by(received[-1])
     except KeyboardInterrupt as exc:
-        err.print("terminated" if isinstance(exc, Terminated) else "interrupted", highlight=False)
-        code = 143 if isinstance(exc, Terminated) else 130
-    except click.exceptions.ClickException as exc:  # usage errors: a bad option or argument
-        exc.show()
-        code = exc.exit_code
+        code = _stopped_by(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     except NetsimError as exc:  # CORRECTNESS: no traceback for bad input, whatever raised it
         err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
         code = 2
@@ -528,9 +532,21 @@ def main() -> None:
     except MemoryError:
         err.print("error: out of memory; make the run smaller", highlight=False)
         code = 2
-    except Exception:  # a bug: a short message, the traceback in a file to report
-        code = _crash_report()
+    except Exception as exc:
+        if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):  # usage errors (click's)
+            exc.show()
+            code = exc.exit_code
+        elif isinstance(exc, typer.Abort):
+            code = _stopped_by(signal.SIGINT)
+        else:  # a bug: a short message, the traceback in a file to report
+            code = _crash_report()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _stopped_by(signum: int) -> int:
+    """One line for an interruption no command reported; its exit status."""
+    err.print("terminated" if signum == signal.SIGTERM else "interrupted", highlight=False)
+    return 143 if signum == signal.SIGTERM else 130
 
 
 def _crash_report() -> int:

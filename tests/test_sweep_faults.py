@@ -311,3 +311,14 @@ def test_resume_refuses_a_directory_whose_manifest_is_corrupt(clean, tmp_path):
     text = " ".join(result.output.split())
     assert f"{out / 'manifest.json'} is corrupt" in text
     assert {f: f.stat().st_mtime_ns for f in out.rglob("*")} == before
+    assert "--force starts over" in text
+    # --force starts over: netsim's own file names go, a file the user added stays
+    (out / "my-notes.txt").write_text("mine")
+    (out / "runs" / "not-a-run").mkdir()
+    result = invoke("sweep", path, "--out", out, "--executor", "serial", "--no-report", "--force")
+    assert result.exit_code == 0, result.output
+    assert manifest(out)["status"] == "complete" and (out / "my-notes.txt").read_text() == "mine"
+    assert (out / "runs" / "not-a-run").is_dir()
+    ta, tb = read_tables(reference), read_tables(out)
+    for table in TABLES:
+        assert_frame_equal(normalized(ta[table], table), normalized(tb[table], table), obj=table)

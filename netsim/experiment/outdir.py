@@ -56,7 +56,7 @@ def os_error(exc: OSError, action: str, path: str | Path | None = None) -> Outpu
 class Existing:
     """What is at a results path now."""
 
-    state: str            #: absent, empty, netsim, foreign, file
+    state: str            #: absent, empty, netsim, damaged (a netsim manifest that cannot be read), foreign, file
     manifest: dict | None = None
     detail: str = ""      #: a few of the foreign entries, or why the manifest cannot be read
 
@@ -70,6 +70,16 @@ class Existing:
     def files(self) -> list[str]:
         """The entries netsim wrote (relative paths), per the manifest."""
         return owned_files(self.manifest or {})
+
+
+def _recognised(path: Path) -> dict:
+    """A stand-in manifest for a results directory whose manifest cannot be read: it owns netsim's own
+    file names only (the documented tables, the report, the manifest, and ``runs/<id>`` parts that hold
+    a ``run.json``)."""
+    runs = path / "runs"
+    parts = [f"runs/{d.name}" for d in runs.iterdir() if (d / "run.json").is_file()] if runs.is_dir() else []
+    return {"netsim_version": "?", "kind": "sweep" if parts else "run", "status": "damaged",
+            "files": [MANIFEST, *KNOWN_FILES, *parts]}
 
 
 def owned_files(manifest: dict) -> list[str]:
@@ -130,6 +140,8 @@ def inspect(path: Path) -> Existing:
         try:
             return Existing("netsim", read_manifest(path))
         except OutputError as exc:
+            if "runs.parquet" in entries or "runs" in entries:  # netsim's layout around a damaged manifest
+                return Existing("damaged", _recognised(path), str(exc))
             return Existing("foreign", None, str(exc))
     shown = ", ".join(entries[:4]) + (f" and {len(entries) - 4} more" if len(entries) > 4 else "")
     return Existing("foreign", None, f"it holds {shown}")
@@ -161,10 +173,14 @@ def claim(path: Path, kind: str, *, force: bool = False, resume: bool = False,
     if existing.state == "foreign":
         raise OutputError(f"{option} {path}: the directory is not empty and is not a netsim results directory "
                           f"({existing.detail}); netsim writes only into a new or empty directory or one it wrote")
+    if existing.state == "damaged":
+        if force and not resume:
+            return existing
+        raise OutputError(f"{option} {path}: {existing.detail}, so netsim cannot tell what it wrote there; --force "
+                          "starts over (it removes only netsim's own file names: the tables, report.html, "
+                          "manifest.json, runs/<id>; other files stay)")
     if existing.state != "netsim":
-        if resume and existing.state == "absent":
-            return existing  # --resume of a sweep that never started: start it
-        return existing
+        return existing  # absent or empty (--resume of a sweep that never started: it starts)
     m = existing.manifest or {}
     what = f"{existing.kind} results of {m.get('name', '?')!r} ({m.get('status', 'complete')}, {m.get('created', '?')})"
     if resume:
@@ -242,7 +258,7 @@ class Staging:
                 return self.target
             # an existing netsim directory (--force): say it is being replaced, clear what netsim wrote,
             # move the new files in, the manifest last
-            old = read_manifest(self.target)
+            old = self.existing.manifest if state == "damaged" else read_manifest(self.target)
             _write_json(self.target / MANIFEST, {**old, "status": "replacing",
                                                  "files": sorted(set(owned_files(old)) | set(files) | {MANIFEST})})
             remove_owned(self.target, {**old, "files": [f for f in owned_files(old) if f != MANIFEST]})

@@ -541,7 +541,7 @@ def run_sweep(planned: list[PlannedRun], exp: ExperimentFile, out: str | Path, e
     """
     out = Path(out)
     existing = claim(out, "sweep", force=force, resume=resume)
-    if existing.state == "netsim" and not resume:
+    if existing.state in ("netsim", "damaged") and not resume:
         remove_owned(out, existing.manifest or {})
     try:
         out.mkdir(parents=True, exist_ok=True)
