@@ -217,7 +217,7 @@ def sweep_scaling(name: str, runs: int = 200, rounds: int = 3) -> dict:
                 executor = SerialExecutor() if workers == 1 else LocalExecutor(2)
                 who = resource.RUSAGE_SELF if workers == 1 else resource.RUSAGE_CHILDREN
                 before, t0 = resource.getrusage(who), time.perf_counter()
-                report = run_sweep(planned, exp, Path(tmp) / f"out{workers}", executor)
+                report = run_sweep(planned, exp, Path(tmp) / f"out{workers}", executor, force=True)
                 times[workers].append(time.perf_counter() - t0)
                 after = resource.getrusage(who)
                 cpu[workers].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)

@@ -39,19 +39,23 @@ def _fail(exc: NetsimError) -> None:
 
 @app.command()
 def validate(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
-             set_: SetOption = None) -> None:
-    """Check an experiment file without running it (every run of a sweep)."""
+             set_: SetOption = None, max_memory: MaxMemoryOption = None) -> None:
+    """Check an experiment file without running it (every run of a sweep), with its pre-flight estimate."""
     from netsim.config import load_experiment, load_spec, locate
     from netsim.experiment.run import prepare
     try:
+        limit = _max_memory(max_memory)
         exp = load_experiment(experiment, set_ or [])
     except ConfigError as exc:
         _fail(locate(exc, experiment))
+    except NetsimError as exc:
+        _fail(exc)
     if exp.is_sweep:
-        _validate_sweep(exp, experiment)
+        _validate_sweep(exp, experiment, limit)
         return
     try:
         spec = load_spec(experiment, set_ or [])
+        estimate = _preflight(spec, limit)
         topo, _ = prepare(spec)
     except ConfigError as exc:
         _fail(locate(exc, experiment))
@@ -61,10 +65,11 @@ def validate(experiment: Annotated[Path, typer.Argument(help="Experiment YAML fi
               + (_describe_workload(spec.workload) if spec.workload is not None else
                  f"{len(spec.jobs)} jobs: " + "; ".join(f"{j.name}: {_describe_workload(j.workload)}"
                                                         for j in spec.jobs)), highlight=False)
+    _out().print(f"pre-flight: {estimate.describe()}", highlight=False)
 
 
-def _validate_sweep(exp, experiment: Path) -> None:
-    """Expand a sweep and check every run (spec, topology, placement); exit 2 if any is invalid."""
+def _validate_sweep(exp, experiment: Path, limit: float | None = None) -> None:
+    """Expand a sweep and check every run (spec, pre-flight, topology, placement); exit 2 if any is invalid."""
     from netsim.config import locate
     from netsim.experiment.run import prepare
     from netsim.experiment.sweep import expand
@@ -77,6 +82,7 @@ def _validate_sweep(exp, experiment: Path) -> None:
         error = run.error
         if run.spec is not None:
             try:
+                _preflight(run.spec, limit)
                 prepare(run.spec)
             except NetsimError as exc:
                 error = str(locate(exc, experiment) if isinstance(exc, ConfigError) else exc)
@@ -88,8 +94,11 @@ def _validate_sweep(exp, experiment: Path) -> None:
     _out().print(f"{experiment}: {len(planned)} runs ({max(len(exp.variants), 1)} variant(s) x {points} point(s) x "
                  f"{len(planned) // max(len(exp.variants), 1) // points} seed(s)), "
                  + (f"{len(bad)} invalid" if bad else "all valid"), highlight=False)
-    for run, error in bad:
-        err.print(f"run {run.run_id} ({_run_label(run)}): {error}", highlight=False, markup=False, soft_wrap=True)
+    for run, error in bad[:5]:  # a few, so a grid of bad runs stays one screen (and under 2 KB)
+        err.print(f"run {run.run_id} ({_run_label(run)[:200]}): {error[:300]}", highlight=False, markup=False,
+                  soft_wrap=True)
+    if len(bad) > 5:
+        err.print(f"... and {len(bad) - 5} more invalid runs", highlight=False)
     if bad:
         raise typer.Exit(2)
 
@@ -113,6 +122,26 @@ def _warm_engine() -> None:
             warm_up()
 
 
+MaxMemoryOption = Annotated[Optional[str], typer.Option(
+    "--max-memory", help="Refuse a run whose estimated peak memory is above this (default 16GiB), e.g. 32GiB.")]
+
+
+def _max_memory(value: str | None) -> float | None:
+    """``--max-memory`` in bytes (None: the default limit); NetsimError naming the option otherwise."""
+    if value is None:
+        return None
+    try:
+        return units.parse_size(value)
+    except NetsimError as exc:
+        raise NetsimError(f"--max-memory: {exc}") from None
+
+
+def _preflight(spec, max_memory: float | None):
+    """The run's pre-flight estimate; NetsimError (the estimate, the limit, the option) above the limit."""
+    from netsim.experiment.preflight import check
+    return check(spec, max_memory)
+
+
 ForceOption = Annotated[bool, typer.Option(
     "--force", help="Replace the netsim results already in the output directory (files you added there are kept).")]
 
@@ -122,7 +151,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
         out_dir: Annotated[Optional[Path], typer.Option("--out", help="Results directory (default results/NAME).")] = None,
         set_: SetOption = None, variant: VariantOption = None,
         report: Annotated[bool, typer.Option(help="Write report.html into the results directory.")] = True,
-        force: ForceOption = False) -> None:
+        force: ForceOption = False, max_memory: MaxMemoryOption = None) -> None:
     """Run an experiment and write its results directory (Parquet tables, manifest, report).
 
     A file with variants, a sweep, seeds or repeats runs all its runs, one after another, as
@@ -135,13 +164,15 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
     except ConfigError as exc:
         _fail(locate(exc, experiment))
     if exp.is_sweep:
-        _sweep(exp, experiment, out_dir, "serial", 1, None, False, report, variant, force)
+        _sweep(exp, experiment, out_dir, "serial", 1, None, False, report, variant, force, max_memory)
         return
     if variant:
         _fail(NetsimError(f"{experiment} has no variants; --variant goes with a file that has variants:"))
     from netsim.experiment.outdir import claim
     try:
+        limit = _max_memory(max_memory)
         spec = load_spec(experiment, set_ or [])
+        _preflight(spec, limit)  # nothing is built before it
         target = out_dir or Path("results") / spec.name
         claim(target, "run", force=force, option="--out" if out_dir else None)  # before the simulation: nobody waits a minute to hear it
         _warm_engine()
@@ -180,7 +211,7 @@ def sweep(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file 
           resume: Annotated[bool, typer.Option(help="Keep the runs already in --out and run only the rest.")] = False,
           set_: SetOption = None, variant: VariantOption = None,
           report: Annotated[bool, typer.Option(help="Write report.html into the results directory.")] = True,
-          force: ForceOption = False) -> None:
+          force: ForceOption = False, max_memory: MaxMemoryOption = None) -> None:
     """Run every variant x grid point x seed of an experiment; failed runs are recorded and the rest go on.
 
     Exit status: 0 when every run succeeded, 1 when some failed, 2 for bad input.
@@ -198,11 +229,12 @@ def sweep(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file 
         exp = load_experiment(experiment, set_ or [], param or [])
     except ConfigError as exc:
         _fail(locate(exc, experiment))
-    _sweep(exp, experiment, out_dir, executor, workers, scheduler, resume, report, variant, force)
+    _sweep(exp, experiment, out_dir, executor, workers, scheduler, resume, report, variant, force, max_memory)
 
 
 def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: int, scheduler: str | None,
-           resume: bool, report: bool, variants: list[str] | None = None, force: bool = False) -> None:
+           resume: bool, report: bool, variants: list[str] | None = None, force: bool = False,
+           max_memory: str | None = None) -> None:
     """Expand, run with a progress bar, write results and the summary; exit 1 when a run failed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
         TimeRemainingColumn
@@ -211,10 +243,12 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
     from netsim.experiment.executors import make_executor
     from netsim.experiment.outdir import claim
     from netsim.experiment.sweep import expand, run_sweep, unique_ids
-    target = out_dir or Path("results") / exp.base.get("name", experiment.stem)
     try:
+        name = exp.results_name()  # checked even with --out: every run would fail on it
+        target = out_dir or Path("results") / name
+        limit = _max_memory(max_memory)
         claim(target, "sweep", force=force, resume=resume, option="--out" if out_dir else None)
-        planned = unique_ids(expand(exp))
+        planned = _preflight_sweep(unique_ids(expand(exp)), limit)
         if variants:
             names = [v["name"] for v in exp.variants]
             unknown = [v for v in variants if v not in names]
@@ -234,7 +268,7 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
                TimeRemainingColumn())
     # no refresh thread: local workers can then be forked (see LocalExecutor); it redraws per finished run
     with Progress(*columns, console=err, transient=False, auto_refresh=False) as progress:
-        task = progress.add_task(f"{exp.base.get('name', '')}: {len(planned)} runs", total=len(planned), failed=0)
+        task = progress.add_task(f"{exp.name}: {len(planned)} runs", total=len(planned), failed=0)
 
         def done(run, outcome) -> None:
             nonlocal failed
@@ -273,6 +307,25 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
                  + (f"  report: {target / 'report.html'}" if report and c["ok"] else ""), highlight=False)
     if c["failed"]:
         raise typer.Exit(1)
+
+
+def _preflight_sweep(planned: list, limit: float | None) -> list:
+    """The runs of a sweep with those above the memory limit turned into failed runs (their error is the
+    pre-flight message): they are recorded, not run, and the others go on."""
+    from dataclasses import replace
+    out, over = [], 0
+    for run in planned:
+        if run.spec is not None:
+            try:
+                _preflight(run.spec, limit)
+            except NetsimError as exc:
+                run = replace(run, spec=None, error=str(exc))
+                over += 1
+        out.append(run)
+    if over:
+        err.print(f"pre-flight: {over} of {len(planned)} runs need more memory than the limit; they are recorded as "
+                  "failed without running (--max-memory raises the limit)", highlight=False, soft_wrap=True)
+    return out
 
 
 def _sweep_left(target: Path) -> str:
@@ -434,8 +487,9 @@ def _locate_topology(exc: ConfigError, file: Path) -> ConfigError:
     if exc.file:
         return exc
     try:
-        is_experiment = any(line.startswith("topology:") for line in file.read_text().splitlines())
-    except (OSError, UnicodeDecodeError):
+        from netsim.config import read_text
+        is_experiment = any(line.startswith("topology:") for line in read_text(file).splitlines())
+    except (OSError, UnicodeDecodeError, ConfigError):
         is_experiment = True
     if is_experiment or not exc.path.startswith("topology."):
         return locate(exc, file)
@@ -470,8 +524,20 @@ def _print_summary(tables: dict, name: str) -> None:
         _out().print(_jobs_table(jobs))
     below = int(colls["below_bound"].sum()) if len(colls) else 0
     if below:
-        err.print(f"[bold yellow]warning:[/] {below} call(s) finished faster than their provable lower bound "
-                  "(bound_s); this should not happen — please report it with the results directory", markup=True)
+        err.print(f"[bold yellow]warning:[/] {_below_bound_note(runs, colls)}", markup=True, highlight=False)
+
+
+def _below_bound_note(runs, colls) -> str:
+    """What the summary says about calls faster than their lower bound, and the likely cause."""
+    flagged = colls[colls["below_bound"].astype(bool)]
+    gap = float(((flagged["bound_s"] - flagged["duration_s"]) / flagged["bound_s"]).max())
+    text = (f"{len(flagged)} call(s) finished faster than their provable lower bound (bound_s), by up to "
+            f"{gap:.3g} of it (flagged in collectives.parquet and runs.parquet); ")
+    tolerance = runs["engine.completion_tolerance"].max() if "engine.completion_tolerance" in runs else 1e-9
+    if tolerance > 1e-9:
+        return text + (f"engine.completion_tolerance ({units.format_time(tolerance)}) lets flows finish up to that "
+                       "much early per dependent step, too coarse for this run: lower it (0 is exact)")
+    return text + "this should not happen — please report it with the results directory"
 
 
 def _jobs_table(jobs) -> Table:

@@ -1353,6 +1353,18 @@ class ExperimentFile:
     axes: list[tuple[tuple[str, ...], list[tuple]]] = field(default_factory=list)
     seeds: list[int] | None = None
     repeats: int | None = None
+    name: str = ""  #: the experiment's name (after --set) when it is a valid name, else "" (see results_name)
+
+    def results_name(self) -> str:
+        """The experiment's name, which names its results directory (``results/NAME``); ConfigError
+        (at ``name``) when it is missing or not a name."""
+        # CORRECTNESS: the name becomes a path before any run is validated: it must be a name
+        if self.name:
+            return self.name
+        given = self.base.get("name")
+        raise ConfigError(f"expected {NAME_RULE}, got {shorten(given)}" if given is not None else
+                          "required key is missing (the experiment's name names its results directory, "
+                          "results/NAME)", "name", str(self.path), self.line("name") or 1)
 
     @property
     def is_sweep(self) -> bool:
@@ -1496,6 +1508,14 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None,
                 raise _sweep_error(f"the base seed of repeats must be an integer from 0 to 2**63 - 1, got "
                                    f"{shorten(value)}{source}", at, path, root)
     exp.seeds, exp.repeats = seeds, repeats
+    name = exp.base.get("name")
+    for item in exp.overrides:
+        key, value = parse_assignment(item, "--set")
+        if key == "name":
+            name = value
+    exp.name = name if isinstance(name, str) and NAME_PATTERN.fullmatch(name) else ""
+    if any(key == "name" for ks, _ in exp.axes for key in ks):
+        raise _sweep_error("name cannot be swept: it names the sweep's results directory", "sweep", path, root)
     runs = max(len(exp.variants), 1) * math.prod(len(values) for _, values in exp.axes) * len(seeds or [0]) \
         * (repeats or 1)
     if runs > MAX_RUNS:

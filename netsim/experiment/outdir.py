@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -300,11 +301,28 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _finite(value):
+    """``value`` with every NaN or infinity replaced by None (null): a manifest is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_text(data) -> str:
+    """``data`` as strict JSON text (non-finite numbers become null, other objects their ``str``)."""
+    return json.dumps(_finite(data), indent=2, default=str, allow_nan=False)
+
+
 def _write_json(path: Path, data: dict) -> None:
-    """``data`` as JSON at ``path``, atomically (a temporary file renamed over it)."""
+    """``data`` as strict JSON at ``path`` (non-finite numbers become null), atomically (a temporary
+    file renamed over it)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_text(json.dumps(data, indent=2, default=str))
+        tmp.write_text(json_text(data))
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -41,7 +41,8 @@ from netsim.config import (ExperimentFile, ExperimentSpec, _deep_merge, _resolve
                            set_dotted)
 from netsim.errors import ConfigError, NetsimError
 from netsim.experiment.executors import Lost
-from netsim.experiment.outdir import MANIFEST, claim, os_error, owned_files, remove_owned, write_manifest
+from netsim.experiment.outdir import (MANIFEST, claim, json_text, os_error, owned_files, remove_owned,
+                                     write_manifest)
 from netsim.experiment.results import RESULT_FILES, TABLE_COLUMNS, check_finite, result_tables
 from netsim.experiment.run import data_hash, run_experiment, spec_hash
 
@@ -273,7 +274,7 @@ def _write_run(out: Path, run: PlannedRun, outcome: RunOutcome) -> ArrowTables:
             written[name] = table
         info = {**outcome.info, "status": "ok" if outcome.ok else "failed", "error": outcome.error,
                 "traceback": outcome.traceback, "index": run.index}
-        (tmp / RUN_INFO).write_text(json.dumps(info, indent=2, default=str))
+        (tmp / RUN_INFO).write_text(json_text(info))
         target = runs_dir / run.run_id
         if target.exists():
             shutil.rmtree(target)
@@ -500,7 +501,7 @@ def sweep_manifest(out: Path, exp: ExperimentFile, status: str, **fields) -> dic
     except (OSError, ValueError, AttributeError):
         pass
     return {
-        "name": exp.base.get("name", exp.path.stem), "kind": "sweep", "status": status, "experiment": str(exp.path),
+        "name": exp.name or exp.base.get("name", exp.path.stem), "kind": "sweep", "status": status, "experiment": str(exp.path),
         "netsim_version": netsim.__version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "complete": status == "complete", "variants": [v["name"] for v in exp.variants],
         "axes": [list(keys) for keys, _ in exp.axes], "seeds": exp.seeds, "repeats": exp.repeats,

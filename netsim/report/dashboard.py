@@ -362,8 +362,9 @@ def render_report(results_dir: str | Path) -> str:
     if below:
         banner += (f"<p class='warning' id='below-bound'><b>{below} collective call(s) finished faster than their "
                    "provable lower bound</b> (column <code>below_bound</code> of collectives.parquet): these "
-                   "numbers break a physical bound and should not be trusted. Please report it with the "
-                   "experiment file.</p>")
+                   "numbers break a physical bound and should not be trusted. A raised "
+                   "<code>engine.completion_tolerance</code> lets flows finish that much early per step: lower it "
+                   "(0 is exact); with the default tolerance, please report it with the experiment file.</p>")
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
             f"<title>netsim: {html.escape(manifest['name'])}</title>"
             "<style>body{font-family:sans-serif;margin:2em} .fig{margin-bottom:2em} pre{background:#f4f4f4;"
