@@ -1,0 +1,203 @@
+"""Calibrate the pre-flight memory estimate against measured peak RSS (not part of ``make test``).
+
+Each case runs in a fresh process that builds, simulates and writes the results directory of one
+spec with its HTML report, as ``netsim run`` does (``--no-report``: without the report), and
+reports its peak RSS (``ru_maxrss``); the driver prints spec, measured peak, estimate and their
+ratio: the table in :mod:`netsim.experiment.preflight`'s docstring.
+
+Usage: ``python benchmarks/preflight.py [--no-report] [CASE ...]`` (default: every case; ``--list``
+names them). Measurements are also appended, one JSON line each, to ``$NETSIM_PREFLIGHT_JSON``
+(default ``netsim-preflight.json`` in the temporary directory); ``--table FILE`` prints the table
+again from such a file with the current estimates (after a change to the memory model, without
+running anything). ``NETSIM_PREFLIGHT_SKIP_ABOVE=GiB`` skips cases whose estimate is above that
+(default 8: the runs this refuses must not take down the machine they are measured on).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
+
+
+def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, count: int = 1, gpus: int = 8, nics: int = 8,
+               routing: str = "ecmp", placement="random-host", engine: dict | None = None, **workload) -> dict:
+    """A 400G leaf-spine experiment (8-GPU, 8-NIC hosts by default) with a collective workload."""
+    w = {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "1GiB", **workload}
+    return {"name": "calibration", "seed": 1,
+            "topology": {"type": "leaf_spine", "leaves": leaves, "spines": spines, "hosts_per_leaf": hosts_per_leaf,
+                         "gpus_per_host": gpus, "nics_per_host": nics, "nic": {"bandwidth": "400Gbps", "latency": "1us"},
+                         "uplink": {"bandwidth": "400Gbps", "latency": "500ns", "count": count},
+                         "intra_host": {"bandwidth": "900GB/s", "latency": "300ns"}},
+            "placement": {"type": "random", "by": "host"} if placement == "random-host" else placement,
+            "routing": routing, "workload": w, **({"engine": engine} if engine else {})}
+
+
+def small_spec() -> dict:
+    """tests/test_cli.py's small_spec: the quickstart on 2 x 2 leaves, 16 GPUs, 4 MiB."""
+    import yaml
+    spec = yaml.safe_load(QUICKSTART.read_text())
+    spec["topology"].update(leaves=2, spines=2, hosts_per_leaf=2)
+    spec["workload"]["size"] = "4MiB"
+    return spec
+
+
+GPT = {"layers": 24, "hidden": 2048, "heads": 16, "seq_len": 2048, "vocab": 51200, "micro_batch": 1}
+
+#: name -> a spec (dict) or (experiment file, variant).
+CASES = {
+    "small-spec": small_spec,
+    "quickstart": ("experiments/quickstart.yaml", None),
+    "rails-concurrent": ("experiments/rails-concurrent.yaml", None),
+    "routes-table": ("experiments/routes-table.yaml", None),
+    "policy-sweep": ("experiments/policy-sweep.yaml", "ecmp"),
+    "link-failure": ("experiments/link-failure.yaml", "ecmp"),
+    "holmes-hetero": ("experiments/holmes-hetero.yaml", "holmes"),
+    "c4p-multijob": ("experiments/c4p-multijob.yaml", "ecmp"),
+    "c4p-multijob-training": ("experiments/c4p-multijob-training.yaml", "ecmp"),
+    "ring-vs-tree": ("experiments/ring-vs-tree.yaml", None),
+    "ring-vs-tree-frontier": ("experiments/ring-vs-tree-frontier.yaml", None),
+    "frontier-mini-ring": ("experiments/frontier-mini-ring.yaml", None),
+    "ecmp-collisions-256": ("experiments/ecmp-collisions-256.yaml", None),
+    "spraying-vs-splitting": ("experiments/spraying-vs-splitting.yaml", None),
+    # scaled-up leaf-spine rings (flow records on: 580 bytes a message)
+    "ring-256-8ch": lambda: leaf_spine(8, 8, 4, count=4, channels=8),
+    "ring-512-spray": lambda: leaf_spine(8, 16, 8, count=1, routing="spray", size="256MiB"),
+    # all-to-alls: every GPU pair's equal-cost paths are cached (S x c^2 of them across leaves)
+    "alltoall-128-spray": lambda: leaf_spine(4, 8, 4, count=2, op="alltoall", algorithm="direct", size="64MiB",
+                                             routing="spray"),
+    "alltoall-256-ecmp": lambda: leaf_spine(8, 8, 4, count=4, op="alltoall", algorithm="direct", size="64MiB"),
+    "alltoall-256-pairwise-split": lambda: leaf_spine(8, 8, 4, op="alltoall", algorithm="pairwise", size="64MiB",
+                                                      routing={"type": "split", "ways": 4},
+                                                      engine={"record_flows": False}),
+    # other algorithms under planned and split routing
+    "halving-doubling-256-ethereal": lambda: leaf_spine(8, 8, 4, count=4, algorithm="halving_doubling",
+                                                        size="64MiB", routing="ethereal"),
+    "tree-512-c4p": lambda: leaf_spine(8, 16, 8, algorithm="tree", size="256MiB", routing="c4p"),
+    # training: GPT on 128 GPUs, TP 8 per host, PP 4, DP 4, 16 micro-batches, per-layer TP allreduces
+    "training-128-layer": lambda: {
+        **leaf_spine(4, 4, 4), "workload": {
+            "type": "training", "model": {**GPT, "global_batch": 64}, "parallelism": {"tp": 8, "pp": 4, "dp": 4},
+            "tp_granularity": "layer", "dp_buckets": 4, "iterations": 2}},
+    # dragonfly: 9 groups x 4 switches x 4 hosts, UGAL, pairwise all-to-all
+    "dragonfly-alltoall": lambda: {
+        "name": "calibration", "seed": 1,
+        "topology": {"type": "dragonfly", "groups": 9, "switches_per_group": 4, "hosts_per_switch": 4,
+                     "global_links_per_switch": 2, "link": {"bandwidth": "200Gbps", "latency": "100ns"}},
+        "placement": {"type": "random"}, "routing": "ugal",
+        "workload": {"type": "collective", "op": "alltoall", "algorithm": "pairwise", "size": "16MiB"}},
+    # large fabrics, small workloads: the topology terms
+    "fabric-32k-gpus": lambda: leaf_spine(64, 16, 64, size="1MiB", ranks=64),
+    "frontier-full": lambda: {
+        "name": "calibration", "seed": 1, "topology": {"type": "frontier", "groups": 74},
+        "placement": {"type": "random", "by": "host"}, "routing": "minimal",
+        "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "64MiB", "ranks": 256}},
+}
+
+
+def load(name: str):
+    """The ExperimentSpec of a case."""
+    from netsim.config import load_experiment, parse_spec
+    from netsim.experiment.sweep import expand
+    case = CASES[name]
+    if isinstance(case, tuple):
+        path, variant = case
+        runs = expand(load_experiment(ROOT / path))
+        return next(r.spec for r in runs if variant is None or r.variant == variant)
+    return parse_spec(case())
+
+
+def run_one(name: str, report: bool = True) -> dict:
+    """Run a case in this (fresh) process as ``netsim run`` would; its peak RSS and counts."""
+    from netsim.experiment import run_experiment, write_results
+    spec = load(name)
+    t0 = time.perf_counter()
+    result = run_experiment(spec)
+    with tempfile.TemporaryDirectory() as tmp:
+        target = write_results([result], Path(tmp) / "results")
+        if report:
+            from netsim.report import write_report
+            write_report(target)
+    return {"case": name, "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "wall_s": round(time.perf_counter() - t0, 1), "messages": result.fabric.stats["flows"],
+            "connections": len(result.fabric.queue_pairs)}
+
+
+def measure(name: str, report: bool = True, timeout: float | None = None) -> dict:
+    """Run a case in a fresh subprocess; its measurements and the estimate."""
+    from netsim.experiment.preflight import estimate
+    est = estimate(load(name))
+    cmd = [sys.executable, __file__, "--one", name] + ([] if report else ["--no-report"])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    if out.returncode:
+        raise RuntimeError(f"{name} failed:\n{out.stderr[-3000:]}")
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    row.update(estimate_bytes=est.memory_bytes, ratio=est.memory_bytes / row["peak_bytes"],
+               est_messages=est.messages, est_connections=est.connections,
+               parts={k: round(v / 2**20) for k, v in est.parts})
+    return row
+
+
+def _line(name: str, peak: float | None, est: float, wall: float | None = None, messages: int | None = None,
+          parts: dict | None = None) -> str:
+    if peak is None:
+        return f"{name:<30} {'skipped':>9} {est / 2**20:>7.0f}Mi"
+    return (f"{name:<30} {peak / 2**20:>7.0f}Mi {est / 2**20:>7.0f}Mi {est / peak:>6.2f} {wall:>6.0f}s  "
+            f"{messages:,}" + (f"  {parts}" if parts else ""))
+
+
+def table(path: Path) -> None:
+    """The table of measurements saved in ``path`` against the current estimates."""
+    from netsim.experiment.preflight import estimate
+    rows = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        rows[row["case"]] = row  # the latest measurement of each case
+    for name, row in rows.items():
+        est = estimate(load(name)).memory_bytes if name in CASES else row["estimate_bytes"]
+        print(_line(name, row["peak_bytes"], est, row["wall_s"], row["messages"]))
+
+
+def main(argv: list[str]) -> None:
+    report = "--no-report" not in argv
+    argv = [a for a in argv if a != "--no-report"]
+    if argv and argv[0] == "--one":
+        from netsim.engine.table import warm_up
+        warm_up()
+        print(json.dumps(run_one(argv[1], report)))
+        return
+    if argv and argv[0] == "--list":
+        print("\n".join(CASES))
+        return
+    if argv and argv[0] == "--table":
+        table(Path(argv[1]))
+        return
+    from netsim.experiment.preflight import estimate
+    skip = float(os.environ.get("NETSIM_PREFLIGHT_SKIP_ABOVE", "8")) * 2**30
+    subprocess.run([sys.executable, "-c", "from netsim.engine.table import warm_up; warm_up()"], check=True)
+    print(f"# {time.strftime('%Y-%m-%d')}, {platform.node()}: {os.cpu_count()} CPUs, python {platform.python_version()}"
+          f"{'' if report else ', without the report'}")
+    print(f"{'case':<30} {'measured':>9} {'estimate':>9} {'ratio':>6} {'wall':>7}  messages")
+    out = Path(os.environ.get("NETSIM_PREFLIGHT_JSON", Path(tempfile.gettempdir()) / "netsim-preflight.json"))
+    for name in argv or list(CASES):
+        est = estimate(load(name)).memory_bytes
+        if est > skip:
+            print(_line(name, None, est))
+            continue
+        row = measure(name, report)
+        with out.open("a") as f:
+            f.write(json.dumps({**row, "report": report, "date": time.strftime("%Y-%m-%d")}) + "\n")
+        print(_line(name, row["peak_bytes"], row["estimate_bytes"], row["wall_s"], row["messages"], row["parts"]),
+              flush=True)
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

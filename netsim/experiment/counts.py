@@ -1,0 +1,468 @@
+"""Closed-form counts of what a spec will create, without building anything (for the pre-flight).
+
+The fabric's shape from its topology spec (:func:`fabric_shape`, the builders of
+:mod:`netsim.topology` in closed form), each collective call's messages and connections
+(:func:`collective_call`, the algorithms of :mod:`netsim.collectives`), and a workload's totals
+over communicators, sequences, training iterations and jobs (:func:`count_workload`). Tests hold
+every count to what a run really builds; where the exact count needs the placement (which
+GPUs share a host or a leaf) it is an upper bound, and the code says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from netsim.config import (DragonflySpec, ExperimentSpec, FrontierSpec, LeafSpineSpec, MultiClusterSpec,
+                           SequenceWorkload, TrainingWorkload)
+
+
+# ------------------------------------------------------------------ the fabric, from its spec
+
+
+@dataclass(frozen=True)
+class FabricShape:
+    """A fabric's counts and path structure, in closed form."""
+
+    hosts: int
+    gpus: int
+    switches: int
+    nodes: int
+    links: int
+    gpus_per_host: int      #: most GPUs on one host
+    gpus_per_domain: int    #: fewest GPUs under one leaf (set) / in one dragonfly group
+    domains: int            #: leaves / groups: more than one means pairs can be far apart
+    gpus_per_nic: int       #: most GPUs sending through one NIC
+    paths_host: int         #: equal-cost paths between two GPUs of one host (upper bound)
+    paths_near: int         #: ... of different hosts in one domain
+    paths_far: int          #: ... in different domains
+    path_links: int         #: links on the longest path
+    union_links: int        #: links on all of a far pair's paths together (a sprayed message's incidence)
+    uplinks: int            #: links a domain's traffic can leave by
+
+
+def _painted(first_default: int, n: int, ranges: list[tuple[int, int, int]]) -> int:
+    """Sum over hosts ``0..n-1`` of a value that ``ranges`` [(first, last, value), ...] override in order."""
+    cuts = sorted({0, n, *(a for a, _, _ in ranges), *(b + 1 for _, b, _ in ranges)})
+    total = 0
+    for lo, hi in zip(cuts, cuts[1:]):
+        if lo >= n:
+            break
+        value = first_default
+        for a, b, v in ranges:
+            if a <= lo and hi - 1 <= b:
+                value = v
+        total += value * (min(hi, n) - lo)
+    return total
+
+
+def _leaf_spine(t: LeafSpineSpec, extra_nics: int = 0) -> FabricShape:
+    """:func:`netsim.topology.leaf_spine`: leaves x spines x count uplinks, hosts of an NVSwitch model."""
+    hosts = t.leaves * t.hosts_per_leaf
+    ports = t.nic.resolve().ports
+    ranges = [(e.hosts[0], e.hosts[1], e.nic.resolve().ports) for e in t.host_nics]
+    port_sum = _painted(ports, hosts, ranges)
+    p = max([ports, *(v for *_, v in ranges)])
+    c, s = t.uplink.count, t.spines
+    links = 2 * t.leaves * s * c + hosts * 2 * t.gpus_per_host + 2 * t.nics_per_host * port_sum
+    # Port k of a P-port NIC goes to the k-th leaf of its set of P leaves, so pairs of one set are near.
+    domain = t.gpus_per_host if t.rail_optimized else t.hosts_per_leaf * t.gpus_per_host * p
+    return FabricShape(hosts=hosts, gpus=hosts * t.gpus_per_host, switches=t.leaves + s,
+                       nodes=t.leaves + s + hosts * (t.gpus_per_host + t.nics_per_host + extra_nics + 1),
+                       links=links, gpus_per_host=t.gpus_per_host, gpus_per_domain=domain,
+                       domains=max(1, t.leaves // p), gpus_per_nic=-(-t.gpus_per_host // t.nics_per_host),
+                       paths_host=1, paths_near=p, paths_far=p * p * s * c * c, path_links=4,
+                       union_links=2 * p * (1 + s * c), uplinks=s * c * p)
+
+
+def _dragonfly(groups: int, a: int, p: int, per_pair: int, gpus_per_host: int, nics_per_host: int,
+               host_links: int, local_hops: int) -> FabricShape:
+    """:func:`netsim.topology.dragonfly.dragonfly`: ``groups`` all-to-all groups of ``a`` switches."""
+    hosts = groups * a * p
+    return FabricShape(hosts=hosts, gpus=hosts * gpus_per_host, switches=groups * a,
+                       nodes=groups * a + hosts * (gpus_per_host + nics_per_host),
+                       links=groups * a * (a - 1) + per_pair * groups * (groups - 1)
+                       + hosts * (host_links + 2 * nics_per_host),
+                       gpus_per_host=gpus_per_host, gpus_per_domain=a * p * gpus_per_host, domains=groups,
+                       gpus_per_nic=-(-gpus_per_host // nics_per_host), paths_host=4 if host_links else 1,
+                       # fewest-hop paths between groups: at most one per cable between them
+                       paths_near=1, paths_far=per_pair, path_links=2 + 3 + 2 * local_hops,
+                       union_links=2 + 2 * local_hops + 3 * per_pair, uplinks=per_pair * max(groups - 1, 1))
+
+
+def fabric_shape(topology) -> FabricShape:
+    """The :class:`FabricShape` of a topology spec (any of the four types)."""
+    if isinstance(topology, FrontierSpec):
+        # 128 MI250X nodes of 8 GCDs and 4 NICs per group; 16 Infinity Fabric + PCIe cables per node
+        return _dragonfly(topology.groups, 32, 4, topology.global_links_between_groups, 8, 4, 32, 2)
+    if isinstance(topology, DragonflySpec):
+        g, a = topology.groups, topology.switches_per_group
+        per_pair = topology.global_links_between_groups or max(1, a * (topology.global_links_per_switch or 1)
+                                                                 // max(g - 1, 1))
+        return _dragonfly(g, a, topology.hosts_per_switch, per_pair, 1, 1, 0, 0)
+    if isinstance(topology, MultiClusterSpec):
+        parts = [_leaf_spine(c, extra_nics=1) for c in topology.clusters]
+        hosts = sum(s.hosts for s in parts)
+        # each cluster adds an Ethernet switch (and its cable to the core), each host an Ethernet NIC
+        return FabricShape(hosts=hosts, gpus=sum(s.gpus for s in parts),
+                           switches=sum(s.switches + 1 for s in parts) + 1, nodes=sum(s.nodes + 1 for s in parts) + 1,
+                           links=sum(s.links + 2 for s in parts) + 2 * hosts,
+                           gpus_per_host=max(s.gpus_per_host for s in parts),
+                           gpus_per_domain=min(s.gpus_per_domain for s in parts),
+                           domains=sum(s.domains for s in parts) + 1, gpus_per_nic=max(s.gpus_per_nic for s in parts),
+                           paths_host=1, paths_near=max(s.paths_near for s in parts),
+                           paths_far=max(s.paths_far for s in parts), path_links=4,
+                           union_links=max(s.union_links for s in parts), uplinks=min(s.uplinks for s in parts))
+    return _leaf_spine(topology)
+
+
+# ------------------------------------------------------------------ one collective call, in closed form
+
+#: Default pipelining chunk of the tree allreduce (:data:`netsim.collectives.tree.DEFAULT_TREE_CHUNK`).
+TREE_CHUNK = 512 * 1024
+
+
+@dataclass(frozen=True)
+class CallCounts:
+    """One collective call over ``n`` ranks: what it sends and the state it keeps."""
+
+    messages: int
+    connections: int
+    family: str        #: calls of one family on one communicator share their connections
+    pattern: str       #: which GPU pairs talk: ``neighbour`` (rank order), ``all`` pairs, or ``other``
+    pairs: int         #: distinct (src, dst) GPU pairs
+    in_flight: int     #: most messages posted and not delivered at once (upper bound)
+    per_rank: int      #: most messages one rank transmits at once
+
+
+def _chunks(piece: float, chunk: float | None) -> int:
+    return max(1, math.ceil(piece / chunk)) if chunk else 1
+
+
+def _log2(n: int) -> int:
+    return max(1, math.ceil(math.log2(n)))
+
+
+def _ring(n: int, steps: int, size: float, c: int, chunk: float | None) -> tuple[int, int]:
+    """(messages, in flight) of ``steps`` ring steps on ``c`` channels (:func:`netsim.collectives.ring.ring`)."""
+    k = _chunks(size / (n * c), chunk)
+    return c * n * steps * k, c * n * k
+
+
+def _hierarchical(n: int, size: float, c: int, chunk: float | None, per_host: int) -> CallCounts:
+    """Three ring phases over ``g`` ranks per host. ``per_host`` > 0: exactly that many ranks per host
+    (a contiguous placement); < 0: at most ``-per_host``, and since the placement decides ``g`` each
+    count is the largest over every ``g`` that divides ``n`` and fits (an upper bound)."""
+    options = [per_host] if per_host > 0 and n % per_host == 0 else \
+        [g for g in _divisors(n) if g <= abs(per_host)] or [1]
+    messages = flight = conns = 0
+    for g in options:
+        h = n // g
+        intra = _ring(g, g - 1, size, c, chunk) if g > 1 else (0, 0)
+        inter = _ring(h, 2 * (h - 1), size / g, c, chunk) if h > 1 else (0, 0)
+        messages = max(messages, h * 2 * intra[0] + g * inter[0])
+        flight = max(flight, h * intra[1], g * inter[1])
+        conns = max(conns, (g > 1) * 2 * c * n + (h > 1) * c * n)
+    return CallCounts(messages, conns, "hierarchical", "neighbour", min(3 * c * n, n * (n - 1)), flight, 2 * c)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def collective_call(op: str, algorithm: str, n: int, size: float, channels: int = 1, chunk: float | None = None,
+                    per_host: int = -1) -> CallCounts:
+    """Messages, connections and live state of one ``op``/``algorithm`` call over ``n`` ranks.
+
+    Closed forms of the algorithms in :mod:`netsim.collectives` (a test holds them to the
+    messages the engine counts). ``per_host`` sets the hierarchical allreduce's layout: ranks per
+    host, or at most ``-per_host`` when the placement is not known to fill hosts in order.
+
+    Examples
+    --------
+    >>> collective_call("allreduce", "ring", 8, 2**20, channels=2).messages   # 2 x 8 ranks x 2(8-1) steps
+    224
+    >>> collective_call("alltoall", "direct", 8, 2**20).connections
+    56
+    """
+    c = channels
+    if n < 2:
+        return CallCounts(0, 0, algorithm, "other", 0, 0, 0)
+    if algorithm == "ring" and op in ("allreduce", "reduce_scatter", "allgather"):
+        steps = 2 * (n - 1) if op == "allreduce" else n - 1
+        messages, flight = _ring(n, steps, size, c, chunk)
+        return CallCounts(messages, c * n, "ring", "neighbour", min(c * n, n * (n - 1)), flight, c)
+    if algorithm == "ring":  # broadcast / reduce: a pipelined chain
+        k = _chunks(size / c, chunk)
+        return CallCounts(c * (n - 1) * k, c * (n - 1), f"chain-{op}", "neighbour", n - 1, c * (n - 1) * k, c)
+    if algorithm == "tree":
+        k = _chunks(size / 2 / c, chunk or TREE_CHUNK)
+        messages = 4 * c * (n - 1) * k
+        # the leaves (half the ranks in each tree) post all their chunks at once; inner ranks forward
+        return CallCounts(messages, 4 * c * (n - 1), "tree", "other", min(4 * (n - 1), n * (n - 1)),
+                          min(messages, c * n * k), 6 * c)
+    if algorithm == "hierarchical":
+        return _hierarchical(n, size, c, chunk, per_host)
+    if algorithm in ("recursive_doubling", "halving_doubling"):
+        steps = _log2(n) * (2 if algorithm == "halving_doubling" else 1)
+        return CallCounts(c * n * steps, c * n * _log2(n), "xor", "other", n * _log2(n), 2 * c * n, c)
+    if algorithm in ("direct", "pairwise"):
+        rounds = 2 if op == "allreduce" else 1
+        pairs = n * (n - 1)
+        flight = c * pairs if algorithm == "direct" else 2 * c * n
+        return CallCounts(c * rounds * pairs, c * pairs, "all-pairs", "all", pairs, flight,
+                          c * (n - 1) if algorithm == "direct" else c)
+    if algorithm == "star":
+        return CallCounts(2 * c * (n - 1), 2 * c * (n - 1), "star", "other", 2 * (n - 1), c * (n - 1),
+                          c * (n - 1))
+    if algorithm == "binomial":
+        return CallCounts(c * (n - 1), c * (n - 1), f"binomial-{op}", "other", n - 1, c * n, c)
+    # An algorithm registered after this module was written: assume all pairs every step (upper bound).
+    return CallCounts(2 * c * n * (n - 1), c * n * (n - 1), algorithm, "all", n * (n - 1), c * n * (n - 1),
+                      c * (n - 1))
+
+
+# ------------------------------------------------------------------ communicators and workloads
+
+#: How a placement lays ranks out: hosts and domains in rank order (``sequential``, ``holmes``),
+#: hosts filled in rank order but taken in random order (random by host), or scattered (random by GPU).
+LAYOUTS = {"sequential": "ordered", "holmes": "ordered"}
+
+
+def _layout(policy) -> str:
+    if policy.type in LAYOUTS:
+        return LAYOUTS[policy.type]
+    return "hosts" if policy.type == "random" and policy.options.get("by") == "host" else "scattered"
+
+
+@dataclass(frozen=True)
+class RankSet:
+    """A communicator before placement: its ranks (indices into the job's ranks) and their layout.
+
+    ``stride`` is the rank distance between consecutive members: with a placement that fills
+    hosts in rank order it says how many members share a host (or a domain).
+    """
+
+    job: int
+    members: range | tuple
+    layout: str
+    stride: int = 1
+
+    @property
+    def n(self) -> int:
+        return len(self.members)
+
+    def _block(self, gpus: int) -> int:
+        return 1 if self.stride >= gpus else max(1, min(self.n, gpus // self.stride))
+
+    def per_host(self, shape: FabricShape) -> int:
+        """Members on one host."""
+        return 1 if self.layout == "scattered" else self._block(shape.gpus_per_host)
+
+    def per_domain(self, shape: FabricShape) -> int:
+        """Members in one domain; where the placement scatters hosts, twice the even share (at least a host's)."""
+        if self.layout == "ordered":
+            return self._block(shape.gpus_per_domain)
+        share = math.ceil(2 * self.n * shape.gpus_per_domain / max(shape.gpus, 1))
+        return min(self.n, shape.gpus_per_domain, max(self.per_host(shape), share))
+
+    def select(self, selector) -> RankSet:
+        """The sub-communicator a ``ranks:`` selector picks (:func:`netsim.workload.select_ranks`)."""
+        m = self.members
+        if selector is None:
+            return self
+        if isinstance(selector, int):
+            return RankSet(self.job, m[:selector], self.layout, self.stride)
+        if isinstance(selector, list):
+            picked = tuple(m[i] for i in selector if i < len(m))
+            steps = {b - a for a, b in zip(picked, picked[1:])}
+            if len(steps) == 1 and min(steps) > 0:
+                return RankSet(self.job, picked, self.layout, self.stride * steps.pop())
+            return RankSet(self.job, picked, "scattered")
+        parts = [int(p) if p.strip() else None for p in selector.split(":")]
+        step = abs(parts[2]) if len(parts) == 3 and parts[2] else 1
+        return RankSet(self.job, m[slice(*parts)], self.layout, self.stride * step)
+
+
+@dataclass
+class Tally:
+    """What a workload adds up to over a run (:func:`count_workload`)."""
+
+    shape: FabricShape
+    sprayed: bool              #: the routing spreads every message over all its paths (one incidence)
+    messages: int = 0
+    calls: int = 0
+    connections: dict = field(default_factory=dict)  #: (communicator, family, channels) -> connections
+    pairs: dict = field(default_factory=dict)        #: (communicator, family) -> (host, near, far) GPU pairs
+    ideal_keys: int = 0        #: distinct call shapes (the ideal model computes and caches each once)
+    ideal_key_bytes: int = 0   #: their rank lists
+    largest_call: int = 0      #: most messages in flight in one call (its ideal replay holds as many)
+    in_flight: int = 0         #: most messages in flight at once over the run (upper bound)
+    crossing: int = 0          #: most flows on one link at once (upper bound)
+
+    @property
+    def connection_count(self) -> int:
+        """Distinct connections (an upper bound where calls of different algorithms share some)."""
+        return sum(self.connections.values())
+
+    @property
+    def pair_counts(self) -> tuple[int, int, int]:
+        """GPU pairs whose paths are enumerated: (same host, same domain, far)."""
+        return tuple(sum(p[i] for p in self.pairs.values()) for i in range(3))
+
+    def call(self, comm: RankSet, op: str, algorithm: str, size: float, channels: int, chunk: float | None,
+             repeats: int, groups: int = 1) -> tuple[CallCounts, int]:
+        """Count ``repeats`` calls on each of ``groups`` communicators shaped like ``comm``; returns the
+        call and the most flows it puts on one link at once (upper bound)."""
+        shape = self.shape
+        g, d = comm.per_host(shape), comm.per_domain(shape)
+        call = collective_call(op, algorithm, comm.n, size, channels, chunk,
+                               per_host=g if comm.layout != "scattered" else -shape.gpus_per_host)
+        self.messages += call.messages * repeats * groups
+        self.calls += repeats * groups
+        key = (comm.job, comm.members, call.family, channels, groups)
+        self.connections[key] = max(self.connections.get(key, 0), call.connections * groups)
+        pairs = self.locality(comm, call)
+        old = self.pairs.get(key[:3], (0, 0, 0))
+        self.pairs[key[:3]] = tuple(max(a, b * groups) for a, b in zip(old, pairs))
+        self.ideal_keys += groups
+        self.ideal_key_bytes += groups * comm.n * 8
+        self.largest_call = max(self.largest_call, call.in_flight)
+        # Flows on one link: a NIC carries its GPUs' flows; a domain's flows leave over its uplinks
+        # (all of them at once when sprayed, spread by hashing otherwise).
+        nic = call.per_rank * min(g, shape.gpus_per_nic)
+        if call.pattern == "neighbour":  # a lane leaves a domain once per run of consecutive ranks in it
+            out = max(1, call.pairs // max(comm.n, 1)) * (1 if comm.layout == "ordered" else -(-d // g))
+        else:
+            out = call.per_rank * d * (comm.n - d) // max(comm.n - 1, 1)
+        out = min(out, call.in_flight)
+        core = out if self.sprayed else 2 * -(-out // shape.uplinks)
+        return call, max(nic, core)
+
+    def locality(self, comm: RankSet, call: CallCounts) -> tuple[int, int, int]:
+        """(same-host, same-domain, far) GPU pairs of ``call``: rank-order neighbours cross a host
+        boundary once per host spanned, all pairs split by where their ends are. Pairs count as far
+        unless the placement keeps domains in rank order and the count says they share one (upper
+        bounds: far pairs have the most paths)."""
+        n, shape = comm.n, self.shape
+        g = comm.per_host(shape)
+        d = comm.per_domain(shape) if comm.layout == "ordered" else g
+        if call.pattern == "all":
+            host = n * (g - 1)
+            near = n * (d - 1) - host
+        elif call.pattern == "neighbour":
+            spans = -(-n // g)
+            cross = min(call.pairs, max(1, call.pairs // max(n, 1)) * spans) if spans > 1 else 0
+            host = call.pairs - cross
+            near = cross if n <= d else 0
+        else:
+            host = call.pairs if n <= g else 0
+            near = call.pairs - host if n <= d else 0
+        far = call.pairs - host - near
+        if shape.domains <= 1:
+            near, far = near + far, 0
+        return host, near, far
+
+
+def _walk(w, comm: RankSet, repeats: int, tally: Tally) -> tuple[int, int]:
+    """Count a collective or sequence workload; returns (messages in flight, flows on one link) at its busiest."""
+    if isinstance(w, SequenceWorkload):
+        repeats *= w.iterations
+        flight = crossing = 0
+        for step in w.steps:
+            f, x = _walk(step, comm.select(step.ranks), repeats, tally)
+            if w.mode == "concurrent":
+                flight, crossing = flight + f, crossing + x
+            else:
+                flight, crossing = max(flight, f), max(crossing, x)
+        return flight, crossing
+    call, crossing = tally.call(comm, w.op, w.algorithm, w.size, w.channels, w.chunk, repeats * w.iterations)
+    return call.in_flight, crossing
+
+
+def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeats: int,
+              tally: Tally) -> tuple[int, int]:
+    """Count a training job (:mod:`netsim.workload.pipeline`): every iteration's calls, times ``repeats``;
+    returns (messages in flight, flows on one link) at its busiest."""
+    from netsim.workload.training import partition_layers
+    par, m = w.parallelism, w.model
+    tp, pp, dp = par.tp, par.pp, par.dp
+    micro = m.global_batch // (m.micro_batch * dp)
+    known = isinstance(w.partition, list) or w.partition == "even" or pp == 1 or \
+        (w.partition == "auto" and placement != "holmes")
+    layers = list(w.partition) if isinstance(w.partition, list) else partition_layers(m.layers, [1.0] * pp)
+    act = float(m.micro_batch * m.seq_len * m.hidden * m.dtype_bytes)
+    grad = w.grad_bytes or m.dtype_bytes
+    overlap = par.overlap_dp and dp > 1
+    flight = crossing = 0
+    # A searched partition is not known before the run: tree calls get one chunk to spare each.
+    slack = 0.0 if known else 1.0
+    for s, n_layers in enumerate(layers):
+        if tp > 1:  # every replica's TP group of this stage; calls of one size share an ideal
+            c = w.tp_comm
+            group = RankSet(job, range(s * dp * tp, s * dp * tp + tp), layout)
+            bump = slack * 2 * c.channels * TREE_CHUNK
+            if w.tp_granularity == "layer":
+                call, x = tally.call(group, "allreduce", c.algorithm, act + bump, c.channels, None,
+                                     repeats * 2 * micro * 2 * n_layers, groups=dp)
+            else:
+                size = 2 * n_layers * act
+                call, x = tally.call(group, "allreduce", c.algorithm, size + bump, c.channels, None,
+                                     repeats * (2 * micro - overlap), groups=dp)
+                if overlap:
+                    tally.call(group, "allreduce", c.algorithm, size / w.dp_buckets + bump, c.channels, None,
+                               repeats * w.dp_buckets, groups=dp)
+            flight, crossing = flight + dp * call.in_flight, max(crossing, x)
+        if dp > 1:  # the stage's gradients, bucket by bucket, over each TP index's replicas
+            c = w.dp_comm
+            bump = slack * 2 * c.channels * TREE_CHUNK
+            params = n_layers * (12 * m.hidden ** 2 + 13 * m.hidden) + (s == 0) * (m.vocab + m.seq_len) * m.hidden \
+                + (s == pp - 1 and pp > 1) * m.vocab * m.hidden
+            replicas = RankSet(job, range(s * dp * tp, (s + 1) * dp * tp, tp), layout, tp)
+            op = "reduce_scatter" if par.sharded_optimizer else "allreduce"
+            call, x = tally.call(replicas, op, c.algorithm, params / tp * grad / w.dp_buckets + bump, c.channels,
+                                 None, repeats * w.dp_buckets, groups=tp)
+            if par.sharded_optimizer:
+                tally.call(replicas, "allgather", c.algorithm, params / tp * m.dtype_bytes + bump, c.channels, None,
+                           repeats, groups=tp)
+            flight, crossing = flight + tp * call.in_flight, max(crossing, x)
+    if pp > 1:  # activations forward and gradients back: one message per TP rank and micro-batch
+        tally.messages += 2 * (pp - 1) * micro * dp * tp * repeats
+        pipe = RankSet(job, range(0, pp * dp * tp, dp * tp), layout, dp * tp)
+        key = (job, pipe.members, "pp", 0, dp * tp)
+        tally.connections[key] = 2 * (pp - 1) * dp * tp
+        pairs = tally.locality(pipe, CallCounts(0, 0, "pp", "neighbour", 2 * (pp - 1), 0, 0))
+        tally.pairs[key[:3]] = tuple(x * dp * tp for x in pairs)
+        flight += 2 * (pp - 1) * dp * tp * min(micro, pp)
+    return flight, crossing
+
+
+
+
+def count_workload(spec: ExperimentSpec, shape: FabricShape | None = None) -> Tally:
+    """Messages, calls, connections, GPU pairs and live state of every job of ``spec``, over all iterations.
+
+    Examples
+    --------
+    >>> from netsim.config import parse_spec
+    >>> spec = parse_spec({"name": "x", "topology": {"type": "frontier", "groups": 2}, "routing": "minimal",
+    ...                    "workload": {"type": "collective", "op": "alltoall", "algorithm": "pairwise",
+    ...                                 "size": "1GiB", "ranks": 64, "iterations": 3}})
+    >>> t = count_workload(spec)
+    >>> t.messages, t.connection_count, t.calls   # 64 x 63 pairs, three times; one connection per pair
+    (12096, 4032, 3)
+    """
+    shape = shape or fabric_shape(spec.topology)
+    tally = Tally(shape, sprayed=spec.routing.type == "spray")
+    for i, job in enumerate(spec.job_specs()):
+        policy = job.placement or spec.placement
+        w = job.workload
+        if isinstance(w, TrainingWorkload):
+            flight, crossing = _training(w, i, policy.type, _layout(policy), job.iterations * w.iterations, tally)
+        else:
+            n = min(w.ranks or shape.gpus, shape.gpus)
+            flight, crossing = _walk(w, RankSet(i, range(n), _layout(policy)), job.iterations, tally)
+        tally.in_flight += flight  # jobs may overlap: their messages add up
+        tally.crossing += crossing
+    return tally
