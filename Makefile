@@ -15,8 +15,9 @@ $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install -q -e '.[test,bench]'
 	@touch $(STAMP)
 
+# --force: a second `make demo` replaces the first one's results (files added there are kept)
 demo: $(STAMP)
-	$(VENV)/bin/netsim run experiments/quickstart.yaml --out results/quickstart
+	$(VENV)/bin/netsim run experiments/quickstart.yaml --out results/quickstart --force
 
 test: $(STAMP)
 	$(PY) -m pytest -q
