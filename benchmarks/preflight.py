@@ -72,6 +72,10 @@ CASES = {
     # scaled-up leaf-spine rings (flow records on: 580 bytes a message)
     "ring-256-8ch": lambda: leaf_spine(8, 8, 4, count=4, channels=8),
     "ring-512-spray": lambda: leaf_spine(8, 16, 8, count=1, routing="spray", size="256MiB"),
+    "ring-1024-lean": lambda: leaf_spine(16, 16, 8, count=4, engine={"record_flows": False, "ideal": False,
+                                                                     "congestion": False, "link_series": 0}),
+    "hierarchical-512": lambda: leaf_spine(8, 8, 8, algorithm="hierarchical", size="256MiB", channels=2,
+                                           placement="sequential"),
     # all-to-alls: every GPU pair's equal-cost paths are cached (S x c^2 of them across leaves)
     "alltoall-128-spray": lambda: leaf_spine(4, 8, 4, count=2, op="alltoall", algorithm="direct", size="64MiB",
                                              routing="spray"),

@@ -56,11 +56,19 @@ def _painted(first_default: int, n: int, ranges: list[tuple[int, int, int]]) -> 
     return total
 
 
+def _ports(nic) -> int:
+    """Ports of a NIC spec (its override, else its built-in profile's, else one)."""
+    from netsim.topology.nic import BUILTIN_NICS
+    if nic.ports is not None:
+        return nic.ports
+    return BUILTIN_NICS[nic.profile].ports if nic.profile in BUILTIN_NICS else 1
+
+
 def _leaf_spine(t: LeafSpineSpec, extra_nics: int = 0) -> FabricShape:
     """:func:`netsim.topology.leaf_spine`: leaves x spines x count uplinks, hosts of an NVSwitch model."""
     hosts = t.leaves * t.hosts_per_leaf
-    ports = t.nic.resolve().ports
-    ranges = [(e.hosts[0], e.hosts[1], e.nic.resolve().ports) for e in t.host_nics]
+    ports = _ports(t.nic)
+    ranges = [(e.hosts[0], e.hosts[1], _ports(e.nic)) for e in t.host_nics]
     port_sum = _painted(ports, hosts, ranges)
     p = max([ports, *(v for *_, v in ranges)])
     c, s = t.uplink.count, t.spines
@@ -225,6 +233,9 @@ def collective_call(op: str, algorithm: str, n: int, size: float, channels: int 
 
 # ------------------------------------------------------------------ communicators and workloads
 
+#: Policies whose messages are one flow over every equal-cost path (its incidence holds them all).
+SPRAYED = ("spray",)
+
 #: How a placement lays ranks out: hosts and domains in rank order (``sequential``, ``holmes``),
 #: hosts filled in rank order but taken in random order (random by host), or scattered (random by GPU).
 LAYOUTS = {"sequential": "ordered", "holmes": "ordered"}
@@ -240,18 +251,24 @@ def _layout(policy) -> str:
 class RankSet:
     """A communicator before placement: its ranks (indices into the job's ranks) and their layout.
 
-    ``stride`` is the rank distance between consecutive members: with a placement that fills
-    hosts in rank order it says how many members share a host (or a domain).
+    The rank distance between consecutive members (``stride``) says, with a placement that fills
+    hosts in rank order, how many members share a host (or a domain).
     """
 
     job: int
     members: range | tuple
     layout: str
-    stride: int = 1
 
     @property
     def n(self) -> int:
         return len(self.members)
+
+    @property
+    def stride(self) -> int:
+        m = self.members
+        if len(m) < 2:
+            return 1
+        return abs(m.step) if isinstance(m, range) else abs(m[1] - m[0])
 
     def _block(self, gpus: int) -> int:
         return 1 if self.stride >= gpus else max(1, min(self.n, gpus // self.stride))
@@ -273,16 +290,15 @@ class RankSet:
         if selector is None:
             return self
         if isinstance(selector, int):
-            return RankSet(self.job, m[:selector], self.layout, self.stride)
+            return RankSet(self.job, m[:selector], self.layout)
         if isinstance(selector, list):
             picked = tuple(m[i] for i in selector if i < len(m))
-            steps = {b - a for a, b in zip(picked, picked[1:])}
-            if len(steps) == 1 and min(steps) > 0:
-                return RankSet(self.job, picked, self.layout, self.stride * steps.pop())
-            return RankSet(self.job, picked, "scattered")
+            even = len({b - a for a, b in zip(picked, picked[1:])}) <= 1
+            return RankSet(self.job, picked, self.layout if even else "scattered")
         parts = [int(p) if p.strip() else None for p in selector.split(":")]
-        step = abs(parts[2]) if len(parts) == 3 and parts[2] else 1
-        return RankSet(self.job, m[slice(*parts)], self.layout, self.stride * step)
+        if len(parts) == 3 and parts[2] == 0:
+            return self  # refused when the workload is planned
+        return RankSet(self.job, m[slice(*parts)], self.layout)
 
 
 @dataclass
@@ -399,7 +415,7 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
     # A searched partition is not known before the run: tree calls get one chunk to spare each.
     slack = 0.0 if known else 1.0
     for s, n_layers in enumerate(layers):
-        if tp > 1:  # every replica's TP group of this stage; calls of one size share an ideal
+        if tp > 1:  # every replica's TP group of this stage
             c = w.tp_comm
             group = RankSet(job, range(s * dp * tp, s * dp * tp + tp), layout)
             bump = slack * 2 * c.channels * TREE_CHUNK
@@ -419,7 +435,7 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
             bump = slack * 2 * c.channels * TREE_CHUNK
             params = n_layers * (12 * m.hidden ** 2 + 13 * m.hidden) + (s == 0) * (m.vocab + m.seq_len) * m.hidden \
                 + (s == pp - 1 and pp > 1) * m.vocab * m.hidden
-            replicas = RankSet(job, range(s * dp * tp, (s + 1) * dp * tp, tp), layout, tp)
+            replicas = RankSet(job, range(s * dp * tp, (s + 1) * dp * tp, tp), layout)
             op = "reduce_scatter" if par.sharded_optimizer else "allreduce"
             call, x = tally.call(replicas, op, c.algorithm, params / tp * grad / w.dp_buckets + bump, c.channels,
                                  None, repeats * w.dp_buckets, groups=tp)
@@ -429,7 +445,7 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
             flight, crossing = flight + tp * call.in_flight, max(crossing, x)
     if pp > 1:  # activations forward and gradients back: one message per TP rank and micro-batch
         tally.messages += 2 * (pp - 1) * micro * dp * tp * repeats
-        pipe = RankSet(job, range(0, pp * dp * tp, dp * tp), layout, dp * tp)
+        pipe = RankSet(job, range(0, pp * dp * tp, dp * tp), layout)
         key = (job, pipe.members, "pp", 0, dp * tp)
         tally.connections[key] = 2 * (pp - 1) * dp * tp
         pairs = tally.locality(pipe, CallCounts(0, 0, "pp", "neighbour", 2 * (pp - 1), 0, 0))
@@ -454,7 +470,7 @@ def count_workload(spec: ExperimentSpec, shape: FabricShape | None = None) -> Ta
     (12096, 4032, 3)
     """
     shape = shape or fabric_shape(spec.topology)
-    tally = Tally(shape, sprayed=spec.routing.type == "spray")
+    tally = Tally(shape, sprayed=spec.routing.type in SPRAYED)
     for i, job in enumerate(spec.job_specs()):
         policy = job.placement or spec.placement
         w = job.workload

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from netsim.config import ExperimentSpec
 from netsim.errors import NetsimError
-from netsim.experiment.counts import count_workload, fabric_shape
+from netsim.experiment.counts import SPRAYED, count_workload, fabric_shape
 
 GiB = 2**30
 #: Default ceiling on a run's estimated peak memory (see the module docstring for why 16 GiB).
@@ -130,8 +130,6 @@ def check(spec: ExperimentSpec, max_memory_bytes: float | None = None) -> Estima
 
 # ------------------------------------------------------------------ the estimate
 
-#: Policies whose messages are one flow over every equal-cost path (its incidence holds them all).
-SPRAYED = ("spray",)
 #: Policies whose messages are independent single-path pieces, each with its own incidence per path.
 PIECES = ("split", "ethereal", "min-split")
 #: Policies that keep a table of every GPU pair's candidate paths.
@@ -170,9 +168,10 @@ def estimate(spec: ExperimentSpec) -> Estimate:
     if routing.type in PIECES:
         # Each piece is its own flow, its incidence cached per path: split uses ``ways`` hashed paths
         # of a pair; Ethereal cuts a message alone in its batch into one piece per uplink, and its
-        # cursor turns over all of them.
-        pieces = int(routing.options.get("ways", 2)) if routing.type == "split" else shape.uplinks
-        incidences = min(apart, (near + far) * pieces)
+        # cursor turns over every path of a pair.
+        ways = routing.options.get("ways", 2)
+        pieces = shape.uplinks if routing.type != "split" else ways if isinstance(ways, int) and ways > 0 else 2
+        incidences = apart if routing.type != "split" else min(apart, (near + far) * pieces)
         links = shape.union_links
     congestion = (near + far) * shape.union_links * ROUTE if engine.congestion else 0
     per_connection = CONNECTION + _incidence(links) + engine.ideal * (CONNECTION + _incidence(4))
