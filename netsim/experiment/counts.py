@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from netsim.collectives.tree import DEFAULT_TREE_CHUNK as TREE_CHUNK
 from netsim.config import (DragonflySpec, ExperimentSpec, FrontierSpec, LeafSpineSpec, MultiClusterSpec,
                            SequenceWorkload, TrainingWorkload)
 
@@ -125,9 +126,6 @@ def fabric_shape(topology) -> FabricShape:
 
 
 # ------------------------------------------------------------------ one collective call, in closed form
-
-#: Default pipelining chunk of the tree allreduce (:data:`netsim.collectives.tree.DEFAULT_TREE_CHUNK`).
-TREE_CHUNK = 512 * 1024
 
 
 @dataclass(frozen=True)

@@ -2,19 +2,73 @@
 
 Runs between :mod:`netsim.config` and :func:`netsim.experiment.run.run_experiment` (and before
 each run of a sweep): :func:`estimate` counts the hosts, links, connections and messages a spec
-will create, in closed form, without building the topology or placing ranks (milliseconds even
-for a million hosts), and turns the counts into the run's peak resident memory; :func:`check`
-raises a one-line :class:`~netsim.errors.NetsimError` when that is above the limit, so nothing
-allocates gigabytes before failing.
-
-Where an exact count needs the placement (which GPUs share a host or a leaf, how many ranks of
-a hierarchical allreduce land on one host) the estimate takes the upper bound and says so.
+will create, in closed form (:mod:`netsim.experiment.counts`), without building the topology or
+placing ranks (milliseconds even for a million hosts), and turns the counts into the run's peak
+resident memory; :func:`check` raises a one-line :class:`~netsim.errors.NetsimError` when that
+is above the limit, so nothing allocates gigabytes before failing. Where an exact count needs
+the placement, the estimate takes the upper bound.
 
 The default limit, :data:`DEFAULT_MAX_MEMORY_BYTES`, is a fixed 16 GiB rather than a share of
 the machine's memory, so that whether a spec is accepted does not depend on where it is
 checked. It fits the 24 GiB project VM with room for the system and another process, and a
-32 GB laptop; every shipped experiment needs under 2 GiB, while the runs that exhausted the VM
-(a 1,024-GPU sprayed all-to-all) need far more and are refused.
+32 GB laptop; every shipped experiment is estimated under 2.1 GiB, while the run that exhausted
+the VM (a sprayed all-to-all on 1,024 GPUs, 129 GiB by this estimate) is refused at once.
+
+The model (the constants below) charges each item what it costs at the run's peak, from the
+interpreter with netsim, pyarrow and plotly loaded to the DataFrames of the results and the
+report read back: per graph node and link, per cached equal-cost path (a GPU pair that talks
+caches all of them: the all-to-all's cost), per connection and its incidence, per message in
+flight and per flow record. :attr:`Estimate.parts` shows the split.
+
+Calibration
+-----------
+``benchmarks/preflight.py``: each case in a fresh process that runs it as ``netsim run`` does
+(simulate, write the results directory and report.html), its peak RSS (``ru_maxrss``) against
+the estimate. 2026-11-25, the project VM (2-core Xeon, 24 GiB), Python 3.11.7. Target: never
+below 0.8x the measured peak, at most 3x above 500 MB.
+
+=================================  ========  ========  =====  =========
+case                               measured  estimate  ratio  messages
+=================================  ========  ========  =====  =========
+small-spec (tests/test_cli.py)      393 MiB   421 MiB   1.07        480
+quickstart                          425 MiB   429 MiB   1.01      8,064
+rails-concurrent                    400 MiB   423 MiB   1.06      2,016
+routes-table                        404 MiB   423 MiB   1.05      1,920
+policy-sweep (ecmp)                 397 MiB   422 MiB   1.06      1,984
+link-failure (ecmp)                 465 MiB   450 MiB   0.97     32,256
+holmes-hetero (holmes)              427 MiB   435 MiB   1.02     15,232
+c4p-multijob (ecmp)                 601 MiB   639 MiB   1.06    258,048
+c4p-multijob-training (ecmp)        553 MiB   578 MiB   1.05    182,784
+ring-vs-tree                        461 MiB   508 MiB   1.10     61,236
+ring-vs-tree-frontier               589 MiB   630 MiB   1.07     61,236
+frontier-mini-ring                  609 MiB   633 MiB   1.04    130,560
+ecmp-collisions-256                 479 MiB   504 MiB   1.05  1,044,480
+spraying-vs-splitting              1470 MiB  2097 MiB   1.43  1,133,284
+ring, 256 GPUs, 8 channels         1002 MiB  1201 MiB   1.20  1,044,480
+ring, 512 GPUs, spray               710 MiB   829 MiB   1.17    523,264
+ring, 1,024 GPUs, engine extras     416 MiB   521 MiB   1.25  2,095,104
+  and flow records off
+hierarchical, 512 GPUs              567 MiB   569 MiB   1.00    143,360
+all-to-all, 128 GPUs, spray         695 MiB   877 MiB   1.26     16,256
+all-to-all, 256 GPUs, ECMP         1906 MiB  2971 MiB   1.56     65,280
+pairwise all-to-all, 256, split-4  1013 MiB  1276 MiB   1.26     65,280
+halving-doubling, 256, Ethereal     739 MiB   889 MiB   1.20      4,096
+tree, 512 GPUs, C4P                 722 MiB  1175 MiB   1.63    523,264
+training, 128 GPUs, TP8 PP4 DP4,   1244 MiB  1429 MiB   1.15  1,388,544
+  per-layer TP, 2 iterations
+dragonfly, 144 GPUs, UGAL,          502 MiB   539 MiB   1.07     20,592
+  pairwise all-to-all
+leaf-spine of 32,768 GPUs,          740 MiB   767 MiB   1.04      8,064
+  64-rank ring
+Frontier (74 groups), 256 ranks    1398 MiB  1580 MiB   1.13    130,560
+=================================  ========  ========  =====  =========
+
+Measured the same day without the report (so the estimate's margin is larger): all-to-all on 256
+GPUs with spraying 3,186 MiB (estimate 4,672, 1.47), ring on 1,024 GPUs 1,384 MiB (1,956, 1.41),
+100,000 single-GPU hosts with a 64-rank ring 1,074 MiB (1,559, 1.45). Refused by the default
+limit: the all-to-all on 1,024 GPUs (129 GiB sprayed, 73 GiB with ECMP), tests/test_cli.py's
+small_spec on a million hosts (1.3 PiB); accepted: a million single-GPU hosts with a 1,024-rank
+ring (13 GiB).
 """
 
 from __future__ import annotations
@@ -31,8 +85,8 @@ GiB = 2**30
 DEFAULT_MAX_MEMORY_BYTES = 16 * GiB
 
 # ------------------------------------------------------------------ memory model (bytes)
-# Measured on CPython 3.11 / numpy 2 (benchmarks/preflight.py fits and checks them): what one
-# item of each kind costs at the run's peak, its later DataFrame row included.
+# What one item of each kind costs at the run's peak, its DataFrame rows and report included
+# (CPython 3.11, numpy 2; benchmarks/preflight.py checks the sum against measured peaks).
 #: The interpreter with netsim, numpy, pandas, the numba kernels, pyarrow and plotly (the report) loaded.
 BASELINE = 420 * 2**20
 NODE = 1_200            #: a graph node with its attributes and adjacency
@@ -161,17 +215,21 @@ def estimate(spec: ExperimentSpec) -> Estimate:
     apart = near * shape.paths_near + far * shape.paths_far  # paths of pairs on different hosts
     cached = (host * shape.paths_host * (PATH + 16) + near * shape.paths_near * (PATH + 32)
               + far * shape.paths_far * (PATH + 8 * shape.path_links))
-    # Spraying (the policy, and the ideal's non-blocking core) keeps a (path, share) per path and pair.
+    # Spraying (the policy, and the ideal's non-blocking core) keeps a (path, share) per path of a
+    # pair; Ethereal and C4P keep a table of the pair's candidate paths.
     per_path = ROUTE * ((routing.type in SPRAYED) + engine.ideal + (routing.type in PER_PAIR_TABLES))
     links = shape.union_links if routing.type in SPRAYED else shape.path_links
     pieces = incidences = 0
     if routing.type in PIECES:
-        # Each piece is its own flow, its incidence cached per path: split uses ``ways`` hashed paths
-        # of a pair; Ethereal cuts a message alone in its batch into one piece per uplink, and its
-        # cursor turns over every path of a pair.
-        ways = routing.options.get("ways", 2)
-        pieces = shape.uplinks if routing.type != "split" else ways if isinstance(ways, int) and ways > 0 else 2
-        incidences = apart if routing.type != "split" else min(apart, (near + far) * pieces)
+        # Each piece is its own flow with its incidence cached per path: split uses ``ways`` hashed
+        # paths of a pair; Ethereal cuts a message alone in its batch into one piece per uplink and
+        # its cursor turns over every path of the pair.
+        if routing.type == "split":
+            ways = routing.options.get("ways", 2)
+            pieces = ways if isinstance(ways, int) and ways > 0 else 2
+            incidences = min(apart, (near + far) * pieces)
+        else:
+            pieces, incidences = shape.uplinks, apart
         links = shape.union_links
     congestion = (near + far) * shape.union_links * ROUTE if engine.congestion else 0
     per_connection = CONNECTION + _incidence(links) + engine.ideal * (CONNECTION + _incidence(4))
