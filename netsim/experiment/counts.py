@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from netsim.collectives.tree import DEFAULT_TREE_CHUNK as TREE_CHUNK
 from netsim.config import (DragonflySpec, ExperimentSpec, FrontierSpec, LeafSpineSpec, MultiClusterSpec,
@@ -299,6 +300,18 @@ class RankSet:
         return RankSet(self.job, m[slice(*parts)], self.layout)
 
 
+class Busy(NamedTuple):
+    """How busy a part of a workload keeps the fabric at its busiest (upper bounds)."""
+
+    flight: int   #: messages posted and not yet delivered
+    nic: int      #: flows through one NIC port
+    core: int     #: flows on one switch-to-switch link
+
+    def then(self, other: Busy, concurrent: bool) -> Busy:
+        """This part and ``other``, run together (their loads add up) or one after the other."""
+        return Busy(*(a + b if concurrent else max(a, b) for a, b in zip(self, other)))
+
+
 @dataclass
 class Tally:
     """What a workload adds up to over a run (:func:`count_workload`)."""
@@ -326,9 +339,9 @@ class Tally:
         return tuple(sum(p[i] for p in self.pairs.values()) for i in range(3))
 
     def call(self, comm: RankSet, op: str, algorithm: str, size: float, channels: int, chunk: float | None,
-             repeats: int, groups: int = 1) -> tuple[CallCounts, int]:
+             repeats: int, groups: int = 1) -> tuple[CallCounts, Busy]:
         """Count ``repeats`` calls on each of ``groups`` communicators shaped like ``comm``; returns the
-        call and the most flows it puts on one link at once (upper bound)."""
+        call and how busy one of them keeps the fabric (upper bounds)."""
         shape = self.shape
         g, d = comm.per_host(shape), comm.per_domain(shape)
         call = collective_call(op, algorithm, comm.n, size, channels, chunk,
@@ -351,8 +364,7 @@ class Tally:
         else:
             out = call.per_rank * d * (comm.n - d) // max(comm.n - 1, 1)
         out = min(out, call.in_flight)
-        core = out if self.sprayed else 2 * -(-out // shape.uplinks)
-        return call, max(nic, core)
+        return call, Busy(call.in_flight, nic, out if self.sprayed else 2 * -(-out // shape.uplinks))
 
     def locality(self, comm: RankSet, call: CallCounts) -> tuple[int, int, int]:
         """(same-host, same-domain, far) GPU pairs of ``call``: rank-order neighbours cross a host
@@ -379,26 +391,20 @@ class Tally:
         return host, near, far
 
 
-def _walk(w, comm: RankSet, repeats: int, tally: Tally) -> tuple[int, int]:
-    """Count a collective or sequence workload; returns (messages in flight, flows on one link) at its busiest."""
+def _walk(w, comm: RankSet, repeats: int, tally: Tally) -> Busy:
+    """Count a collective or sequence workload; how busy it keeps the fabric at its busiest."""
     if isinstance(w, SequenceWorkload):
         repeats *= w.iterations
-        flight = crossing = 0
+        busiest = Busy(0, 0, 0)
         for step in w.steps:
-            f, x = _walk(step, comm.select(step.ranks), repeats, tally)
-            if w.mode == "concurrent":
-                flight, crossing = flight + f, crossing + x
-            else:
-                flight, crossing = max(flight, f), max(crossing, x)
-        return flight, crossing
-    call, crossing = tally.call(comm, w.op, w.algorithm, w.size, w.channels, w.chunk, repeats * w.iterations)
-    return call.in_flight, crossing
+            busiest = busiest.then(_walk(step, comm.select(step.ranks), repeats, tally), w.mode == "concurrent")
+        return busiest
+    return tally.call(comm, w.op, w.algorithm, w.size, w.channels, w.chunk, repeats * w.iterations)[1]
 
 
-def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeats: int,
-              tally: Tally) -> tuple[int, int]:
+def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeats: int, tally: Tally) -> Busy:
     """Count a training job (:mod:`netsim.workload.pipeline`): every iteration's calls, times ``repeats``;
-    returns (messages in flight, flows on one link) at its busiest."""
+    returns how busy it keeps the fabric with every stage and group at work at once."""
     from netsim.workload.training import partition_layers
     par, m = w.parallelism, w.model
     tp, pp, dp = par.tp, par.pp, par.dp
@@ -409,10 +415,11 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
     act = float(m.micro_batch * m.seq_len * m.hidden * m.dtype_bytes)
     grad = w.grad_bytes or m.dtype_bytes
     overlap = par.overlap_dp and dp > 1
-    flight = crossing = 0
+    flight = nic = core = 0
     # A searched partition is not known before the run: tree calls get one chunk to spare each.
     slack = 0.0 if known else 1.0
     for s, n_layers in enumerate(layers):
+        gpu = 2 if pp > 1 else 0  # a GPU's flows: its pipeline sends, its TP and DP calls
         if tp > 1:  # every replica's TP group of this stage
             c = w.tp_comm
             group = RankSet(job, range(s * dp * tp, s * dp * tp + tp), layout)
@@ -427,7 +434,7 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
                 if overlap:
                     tally.call(group, "allreduce", c.algorithm, size / w.dp_buckets + bump, c.channels, None,
                                repeats * w.dp_buckets, groups=dp)
-            flight, crossing = flight + dp * call.in_flight, max(crossing, x)
+            flight, core, gpu = flight + dp * x.flight, core + dp * x.core, gpu + x.nic
         if dp > 1:  # the stage's gradients, bucket by bucket, over each TP index's replicas
             c = w.dp_comm
             bump = slack * 2 * c.channels * TREE_CHUNK
@@ -440,7 +447,8 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
             if par.sharded_optimizer:
                 tally.call(replicas, "allgather", c.algorithm, params / tp * m.dtype_bytes + bump, c.channels, None,
                            repeats, groups=tp)
-            flight, crossing = flight + tp * call.in_flight, max(crossing, x)
+            flight, core, gpu = flight + tp * x.flight, core + tp * x.core, gpu + x.nic
+        nic = max(nic, gpu)
     if pp > 1:  # activations forward and gradients back: one message per TP rank and micro-batch
         tally.messages += 2 * (pp - 1) * micro * dp * tp * repeats
         pipe = RankSet(job, range(0, pp * dp * tp, dp * tp), layout)
@@ -449,9 +457,7 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
         pairs = tally.locality(pipe, CallCounts(0, 0, "pp", "neighbour", 2 * (pp - 1), 0, 0))
         tally.pairs[key[:3]] = tuple(x * dp * tp for x in pairs)
         flight += 2 * (pp - 1) * dp * tp * min(micro, pp)
-    return flight, crossing
-
-
+    return Busy(flight, nic, core)
 
 
 def count_workload(spec: ExperimentSpec, shape: FabricShape | None = None) -> Tally:
@@ -469,14 +475,18 @@ def count_workload(spec: ExperimentSpec, shape: FabricShape | None = None) -> Ta
     """
     shape = shape or fabric_shape(spec.topology)
     tally = Tally(shape, sprayed=spec.routing.type in SPRAYED)
+    jobs = []
     for i, job in enumerate(spec.job_specs()):
         policy = job.placement or spec.placement
         w = job.workload
         if isinstance(w, TrainingWorkload):
-            flight, crossing = _training(w, i, policy.type, _layout(policy), job.iterations * w.iterations, tally)
+            jobs.append(_training(w, i, policy.type, _layout(policy), job.iterations * w.iterations, tally))
         else:
             n = min(w.ranks or shape.gpus, shape.gpus)
-            flight, crossing = _walk(w, RankSet(i, range(n), _layout(policy)), job.iterations, tally)
-        tally.in_flight += flight  # jobs may overlap: their messages add up
-        tally.crossing += crossing
+            jobs.append(_walk(w, RankSet(i, range(n), _layout(policy)), job.iterations, tally))
+    # Jobs may overlap in time, on different GPUs: their messages add up, a NIC serves one of them,
+    # a domain's uplinks as many as it has hosts.
+    sharing = max(1, shape.gpus_per_domain // shape.gpus_per_host)
+    tally.in_flight = sum(b.flight for b in jobs)
+    tally.crossing = max(max(b.nic for b in jobs), sum(sorted(b.core for b in jobs)[-sharing:]))
     return tally

@@ -37,8 +37,8 @@ routes-table                        404 MiB   423 MiB   1.05      1,920
 policy-sweep (ecmp)                 397 MiB   422 MiB   1.06      1,984
 link-failure (ecmp)                 465 MiB   450 MiB   0.97     32,256
 holmes-hetero (holmes)              427 MiB   435 MiB   1.02     15,232
-c4p-multijob (ecmp)                 601 MiB   639 MiB   1.06    258,048
-c4p-multijob-training (ecmp)        553 MiB   578 MiB   1.05    182,784
+c4p-multijob (ecmp)                 601 MiB   638 MiB   1.06    258,048
+c4p-multijob-training (ecmp)        553 MiB   581 MiB   1.05    182,784
 ring-vs-tree                        461 MiB   508 MiB   1.10     61,236
 ring-vs-tree-frontier               589 MiB   630 MiB   1.07     61,236
 frontier-mini-ring                  609 MiB   633 MiB   1.04    130,560
@@ -54,7 +54,7 @@ all-to-all, 256 GPUs, ECMP         1906 MiB  2971 MiB   1.56     65,280
 pairwise all-to-all, 256, split-4  1013 MiB  1276 MiB   1.26     65,280
 halving-doubling, 256, Ethereal     739 MiB   889 MiB   1.20      4,096
 tree, 512 GPUs, C4P                 722 MiB  1175 MiB   1.63    523,264
-training, 128 GPUs, TP8 PP4 DP4,   1244 MiB  1429 MiB   1.15  1,388,544
+training, 128 GPUs, TP8 PP4 DP4,   1244 MiB  1431 MiB   1.15  1,388,544
   per-layer TP, 2 iterations
 dragonfly, 144 GPUs, UGAL,          502 MiB   539 MiB   1.07     20,592
   pairwise all-to-all
