@@ -15,10 +15,12 @@ from netsim.collectives import ALGORITHM_OPS
 from netsim.config import load_experiment, load_topology, parse_spec
 from netsim.errors import NetsimError
 from netsim.experiment import run_experiment
-from netsim.experiment.preflight import DEFAULT_MAX_MEMORY_BYTES, check, estimate, fabric_shape
+from netsim.experiment.counts import fabric_shape
+from netsim.experiment.preflight import DEFAULT_MAX_MEMORY_BYTES, check, estimate
 from netsim.experiment.run import build_topology_spec
 from netsim.experiment.sweep import expand
 from netsim.topology.topology import SWITCH_KINDS
+from netsim.units import parse_size
 
 ROOT = Path(__file__).resolve().parent.parent
 GiB = 2**30
@@ -212,7 +214,6 @@ def test_the_limit_is_a_parameter_and_the_suggested_option_suffices():
         check(spec, 4 * GiB)
     assert "above the 4.0 GiB limit" in str(info.value)
     suggested = str(info.value).split("--max-memory ")[1].split()[0]
-    from netsim.units import parse_size
     assert check(spec, parse_size(suggested)) == est
     assert check(parse_spec(spec_dict()), None).gpus == 16
 
@@ -225,7 +226,8 @@ def test_describe_is_one_short_line():
     assert "1,000,000 hosts" in big and big.endswith("PiB")
 
 
-SELECTORS = st.one_of(st.none(), st.integers(1, 20), st.sampled_from(["0::2", "1::4", "::3", "2:9", "-6:", "::-2", "::0"]),
+SELECTORS = st.one_of(st.none(), st.integers(1, 20),
+                      st.sampled_from(["0::2", "1::4", "::3", "2:9", "-6:", "::-2", "::0"]),
                       st.lists(st.integers(0, 17), min_size=1, max_size=5, unique=True))
 
 
