@@ -65,7 +65,7 @@ def validate(experiment: Annotated[Path, typer.Argument(help="Experiment YAML fi
               + (_describe_workload(spec.workload) if spec.workload is not None else
                  f"{len(spec.jobs)} jobs: " + "; ".join(f"{j.name}: {_describe_workload(j.workload)}"
                                                         for j in spec.jobs)), highlight=False)
-    _out().print(f"pre-flight: {estimate.describe()}", highlight=False)
+    _out().print(f"pre-flight: a run would need {estimate.describe()}", highlight=False)
 
 
 def _validate_sweep(exp, experiment: Path, limit: float | None = None) -> None:
@@ -123,7 +123,8 @@ def _warm_engine() -> None:
 
 
 MaxMemoryOption = Annotated[Optional[str], typer.Option(
-    "--max-memory", help="Refuse a run whose estimated peak memory is above this (default 16GiB), e.g. 32GiB.")]
+    "--max-memory", envvar="NETSIM_MAX_MEMORY", show_envvar=True,
+    help="Refuse a run whose estimated peak memory is above this (default 16GiB), e.g. 32GiB.")]
 
 
 def _max_memory(value: str | None) -> float | None:
@@ -248,7 +249,7 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
         target = out_dir or Path("results") / name
         limit = _max_memory(max_memory)
         claim(target, "sweep", force=force, resume=resume, option="--out" if out_dir else None)
-        planned = _preflight_sweep(unique_ids(expand(exp)), limit)
+        planned, needs = _preflight_sweep(unique_ids(expand(exp)), limit)
         if variants:
             names = [v["name"] for v in exp.variants]
             unknown = [v for v in variants if v not in names]
@@ -256,6 +257,9 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
                 raise NetsimError(f"no variant {', '.join(map(repr, unknown))} in {experiment}; its variants: "
                                   f"{', '.join(names) or '(none)'}")
             planned = [r for r in planned if r.variant in variants]
+        if executor == "local" and workers > 1:
+            workers = _workers_that_fit(workers, [n for r, n in zip(planned, needs) if not variants
+                                                  or r.variant in variants], limit)
         runner = make_executor(executor, workers, scheduler)
     except ConfigError as exc:
         _fail(locate(exc, experiment))
@@ -309,23 +313,41 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
         raise typer.Exit(1)
 
 
-def _preflight_sweep(planned: list, limit: float | None) -> list:
+def _preflight_sweep(planned: list, limit: float | None) -> tuple[list, list[float]]:
     """The runs of a sweep with those above the memory limit turned into failed runs (their error is the
-    pre-flight message): they are recorded, not run, and the others go on."""
+    pre-flight message): they are recorded, not run, and the others go on. Also each run's estimated
+    peak memory (0 for a run that will not run)."""
     from dataclasses import replace
-    out, over = [], 0
+    out, needs, over = [], [], 0
     for run in planned:
+        need = 0.0
         if run.spec is not None:
             try:
-                _preflight(run.spec, limit)
+                need = _preflight(run.spec, limit).memory_bytes
             except NetsimError as exc:
                 run = replace(run, spec=None, error=str(exc))
                 over += 1
         out.append(run)
+        needs.append(need)
     if over:
         err.print(f"pre-flight: {over} of {len(planned)} runs need more memory than the limit; they are recorded as "
                   "failed without running (--max-memory raises the limit)", highlight=False, soft_wrap=True)
-    return out
+    return out, needs
+
+
+def _workers_that_fit(workers: int, needs: list[float], limit: float | None) -> int:
+    """Fewer workers when the largest runs, side by side, would need more memory than the limit."""
+    from netsim.experiment.preflight import DEFAULT_MAX_MEMORY_BYTES
+    limit = DEFAULT_MAX_MEMORY_BYTES if limit is None else limit
+    largest = sorted(needs, reverse=True)
+    fit = workers
+    while fit > 1 and sum(largest[:fit]) > limit:
+        fit -= 1
+    if fit < workers:
+        err.print(f"pre-flight: {workers} workers could need {units.format_size(sum(largest[:workers]), 3)} at once, "
+                  f"above the {units.format_size(limit, 3)} limit; running {fit} at a time (--max-memory raises "
+                  "the limit)", highlight=False, soft_wrap=True)
+    return fit
 
 
 def _sweep_left(target: Path) -> str:

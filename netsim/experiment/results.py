@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 import netsim
 from netsim.engine.ideal import core_mask
@@ -303,9 +304,25 @@ def write_results(results: list[RunResult], out_dir: str | Path, manifest_extra:
         raise
 
 
+def read_table(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """One Parquet table of a results directory; NetsimError naming the file when it is missing or damaged."""
+    path = Path(path)
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except FileNotFoundError:
+        raise NetsimError(f"{path} is missing: the results directory is incomplete") from None
+    except (OSError, ValueError, pa.ArrowException) as exc:  # ArrowInvalid is a ValueError; IO errors OSErrors
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        raise NetsimError(f"{path} cannot be read ({first}): the "
+                          "results directory is damaged; run the experiment again (a sweep: --resume redoes "
+                          "damaged runs)") from None
+
+
 def read_results(out_dir: str | Path) -> dict[str, pd.DataFrame]:
     """Load a results directory's tables (``runs``, ``collectives``, ``flows``, ``links``, ``jobs``,
-    ``iterations``, ``link_series``; the last three are absent from older directories)."""
+    ``iterations``, ``link_series``; the last three are absent from older directories).
+
+    Raises NetsimError naming a table that is missing or cannot be read."""
     out_dir = Path(out_dir)
-    return {name.removesuffix(".parquet"): pd.read_parquet(out_dir / name) for name in RESULT_FILES
+    return {name.removesuffix(".parquet"): read_table(out_dir / name) for name in RESULT_FILES
             if name not in OPTIONAL_FILES or (out_dir / name).exists()}

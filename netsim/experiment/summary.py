@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from netsim.experiment.results import read_table
+
 #: Headline metrics of ``runs.parquet``, shown when a run has them.
 DEFAULT_METRICS = ("collective_time_s", "busbw_Bps", "slowdown", "iteration_time_s", "tflops_per_gpu",
                    "max_congestion", "congestion_ratio")
@@ -50,7 +52,7 @@ def summarize(out_dir: str | Path, metrics: list[str] | None = None) -> tuple[pd
     then ``<metric>``, ``<metric>_ci95``, ``<metric>_n`` for each metric.
     """
     out_dir = Path(out_dir)
-    runs = pd.read_parquet(out_dir / "runs.parquet")
+    runs = read_table(out_dir / "runs.parquet")
     manifest = json.loads((out_dir / "manifest.json").read_text())
     keys = group_keys(runs, manifest)
     if "status" not in runs.columns:

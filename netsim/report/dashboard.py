@@ -12,7 +12,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from netsim.experiment.outdir import write_file_atomically
-from netsim.experiment.results import read_results
+from netsim.experiment.results import read_results, read_table
 from netsim.experiment.summary import group_keys, summarize
 
 GBPS = 1e9 / 8  # bytes/s in one Gbps
@@ -379,7 +379,7 @@ def _below_bound(results_dir: Path) -> int:
     path = results_dir / "collectives.parquet"
     if not path.is_file():
         return 0
-    colls = pd.read_parquet(path, columns=None)
+    colls = read_table(path)
     return int(colls["below_bound"].sum()) if "below_bound" in colls.columns else 0
 
 

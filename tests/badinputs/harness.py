@@ -134,6 +134,9 @@ def _child(cwd: Path, argv: list[str], out: Path, err: Path) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        # what the sandbox allows: netsim's pre-flight refuses a run that would exceed it, rather than
+        # the address-space limit killing it part way
+        os.environ["NETSIM_MAX_MEMORY"] = "4GiB"
         sys.argv = ["netsim", *argv]
         from netsim.cli import main
         try:
@@ -259,7 +262,14 @@ def run_cases(cases: Iterable[Case], workdir: Path, jobs: int = 2,
             i, case = queue.pop(0)
             root = workdir / f"{i:04d}"
             root.mkdir(parents=True)
-            pid, cwd, t0 = _start(case, root)
+            try:
+                pid, cwd, t0 = _start(case, root)
+            except Exception as exc:  # noqa: BLE001 - a case whose sandbox cannot be prepared is a failed case
+                results[i] = Outcome(case, "setup-error", None, 0.0, 0, "", "", [],
+                                     f"setup failed: {type(exc).__name__}: {exc}")
+                if on_done is not None:
+                    on_done(results[i])
+                continue
             running[pid] = (i, case, root, cwd, t0)
         time.sleep(0.005)
         for pid, (i, case, root, cwd, t0) in list(running.items()):
