@@ -26,7 +26,7 @@ def _spec(workload, **topology) -> dict:
 
 def _collectives(tmp_path, spec) -> pd.DataFrame:
     result = run_experiment(parse_spec(spec))
-    return read_results(write_results([result], tmp_path / "res"))["collectives"]
+    return read_results(write_results([result], tmp_path / "res", force=True))["collectives"]
 
 
 def _ring(size, **kw):

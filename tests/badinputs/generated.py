@@ -48,7 +48,10 @@ def _dump(data) -> str:
 
 def mutate(text: str, rng: np.random.Generator) -> tuple[str, str | bytes]:
     """(what was done, the mutated file) for one draw of ``rng``."""
-    data = yaml.safe_load(text)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:  # an earlier mutation broke the syntax: only text mutations apply
+        data = None
     paths = list(_paths(data))
     op = int(rng.integers(10))
     if op == 0 and paths:
@@ -88,11 +91,11 @@ def mutate(text: str, rng: np.random.Generator) -> tuple[str, str | bytes]:
         if keyed:
             i = keyed[rng.integers(len(keyed))]
             return f"duplicate line {i + 1}", "".join(lines[:i + 1] + [lines[i]] + lines[i + 1:])
-    if op == 6:
+    if op == 6 and text:
         cut = int(rng.integers(len(text)))
         return f"truncate at {cut}", text[:cut]
     if op == 7:
-        at = int(rng.integers(len(text)))
+        at = int(rng.integers(max(len(text), 1)))
         byte = bytes([int(rng.choice([0, 0xFF, 0xC3, 0x07, 0x1B, 0x80, 0x09]))])
         raw = text.encode()
         return f"insert byte {byte!r} at {at}", raw[:at] + byte + raw[at:]
@@ -102,7 +105,7 @@ def mutate(text: str, rng: np.random.Generator) -> tuple[str, str | bytes]:
         line = lines[i]
         lines[i] = line[min(-shift, len(line) - len(line.lstrip())):] if shift < 0 else " " * shift + line
         return f"indent line {i + 1} by {shift}", "".join(lines)
-    at = int(rng.integers(len(text)))
+    at = int(rng.integers(max(len(text), 1)))
     ind = INDICATORS[rng.integers(len(INDICATORS))]
     return f"insert {ind!r} at {at}", text[:at] + ind + text[at:]
 
