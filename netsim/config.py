@@ -1234,13 +1234,18 @@ def _referenced(name: str, experiment: Path, what: str, path: str, hint: str) ->
 
 def _load_topology_file(name: str, experiment: Path) -> dict:
     """A ``topology: FILE.yaml`` reference: looked up next to the experiment, then from the cwd."""
-    file = _referenced(name, experiment, "topology file", "topology",
-                       "give a mapping with 'type' or the path of a topologies/*.yaml file")
-    root, data = _read_yaml(file, _TOPOLOGY)
-    data = data.get("topology", data)
+    return _section_file(name, experiment, "topology", "topology", _TOPOLOGY,
+                         "give a mapping with 'type' or the path of a topologies/*.yaml file")
+
+
+def _section_file(name: str, experiment: Path, section: str, path: str, kind: str, hint: str) -> dict:
+    """The mapping a referenced ``topology``/``workload`` file holds (at its top or under ``section``)."""
+    file = _referenced(name, experiment, f"{section} file", path, hint)
+    root, data = _read_yaml(file, kind)
+    data = data.get(section, data)
     if not isinstance(data, dict):
-        raise ConfigError(f"expected {_TOPOLOGY} under 'topology', got {_a(data)}",
-                          "topology", str(file), _yaml_line(root, ("topology",)))
+        raise ConfigError(f"expected {kind} under '{section}', got {_a(data)}",
+                          section, str(file), _yaml_line(root, (section,)))
     return data
 
 
@@ -1269,13 +1274,8 @@ def _load_workload_file(value: Any, experiment: Path, path: str) -> Any:
                               str(experiment))
     else:
         return value
-    file = _referenced(name, experiment, "workload file", path,
-                       "give a mapping with 'type', a workloads/*.yaml file, or {from: FILE, ...}")
-    root, data = _read_yaml(file, _WORKLOAD)
-    data = data.get("workload", data)
-    if not isinstance(data, dict):
-        raise ConfigError(f"expected {_WORKLOAD} under 'workload', got {_a(data)}",
-                          "workload", str(file), _yaml_line(root, ("workload",)))
+    data = _section_file(name, experiment, "workload", path, _WORKLOAD,
+                         "give a mapping with 'type', a workloads/*.yaml file, or {from: FILE, ...}")
     return _deep_merge(data, over)
 
 
