@@ -10,7 +10,7 @@ from netsim.experiment.run import build_topology_spec
 from netsim.routing import make_routing
 from netsim.topology.nic import BUILTIN_NICS, nic_profile, same_fabric
 from netsim.topology.topology import LINK_KINDS
-from tests.conftest import GB, make_leaf_spine
+from tests.conftest import make_leaf_spine
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 

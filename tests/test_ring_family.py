@@ -4,7 +4,7 @@ import pytest
 
 from netsim.collectives.ring import ring_allgather, ring_broadcast, ring_reduce, ring_reduce_scatter
 from tests.conftest import GB
-from tests.test_ring import MiB, _non_blocking, _run_ring
+from tests.test_ring import MiB, _non_blocking
 
 LAT, OVH = 1e-6, 2e-6
 ALPHA = 2 * LAT + OVH  # two NIC cables + per-message overhead, same for every pair (non-blocking fabric)

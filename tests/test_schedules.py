@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from netsim.collectives import ALGORITHM_OPS, get_algorithm
+from netsim.collectives import get_algorithm
 from netsim.collectives.schedule import (binomial_broadcast_schedule, binomial_reduce_schedule,
                                          halving_doubling_schedule, pairwise_schedule)
 from netsim.errors import ConfigError

@@ -6,7 +6,6 @@ import copy
 import json
 import math
 
-import numpy as np
 import pytest
 
 from netsim.config import load_spec, parse_spec

@@ -57,7 +57,8 @@ def os_error(exc: OSError, action: str, path: str | Path | None = None) -> Outpu
 class Existing:
     """What is at a results path now."""
 
-    state: str            #: absent, empty, netsim, damaged (a netsim manifest that cannot be read), foreign, file
+    #: absent, empty, netsim, damaged (a netsim manifest that cannot be read), foreign, file
+    state: str
     manifest: dict | None = None
     detail: str = ""      #: a few of the foreign entries, or why the manifest cannot be read
 
@@ -90,7 +91,8 @@ def owned_files(manifest: dict) -> list[str]:
         return [f for f in manifest["files"] if isinstance(f, str)]
     files = [MANIFEST, *KNOWN_FILES]
     if manifest.get("kind") == "sweep":
-        files += [f"runs/{r['run_id']}" for r in manifest.get("runs", []) if isinstance(r, dict) and "run_id" in r]
+        files += [f"runs/{r['run_id']}" for r in manifest.get("runs", [])
+                  if isinstance(r, dict) and "run_id" in r]
     return files
 
 
