@@ -29,7 +29,6 @@ from tests.test_sweep import TABLES, invoke, normalized, read_tables, write_exp
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and PR_SET_PDEATHSIG")
 
 FAST = {"topology.leaves": 2, "topology.hosts_per_leaf": 2, "topology.gpus_per_host": 2}
-MEDIUM = {"topology.leaves": 4, "topology.hosts_per_leaf": 4, "topology.gpus_per_host": 4}
 SLOW = {"topology.leaves": 8, "topology.hosts_per_leaf": 4, "topology.gpus_per_host": 4}
 
 
@@ -192,7 +191,8 @@ def test_killing_a_worker_fails_its_run_and_the_sweep_finishes_the_others(tmp_pa
 @pytest.mark.parametrize("signum, code, word", [(signal.SIGINT, 130, "interrupted"),
                                                 (signal.SIGTERM, 143, "terminated")])
 def test_an_interrupted_sweep_stops_its_workers_keeps_its_runs_and_resumes(tmp_path, signum, code, word):
-    path = points_exp(tmp_path, MEDIUM, fast=5)
+    # the slow run keeps one worker busy while the other finishes fast runs: the signal always lands mid-sweep
+    path = points_exp(tmp_path, SLOW, fast=5)
     out = tmp_path / "out"
     driver = start_sweep(path, out, "--workers", "2")
     pgid = driver.pid
