@@ -43,7 +43,13 @@ def start_sweep(path: Path, out: Path, *extra: str) -> subprocess.Popen:
     """``netsim sweep`` in a new session (its own process group), as a user would start it."""
     return subprocess.Popen([sys.executable, "-m", "netsim.cli", "sweep", str(path), "--out", str(out),
                              "--no-report", *extra], start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_interactive)
+
+
+def _interactive() -> None:
+    """In the child: SIGINT as in a terminal's foreground job. A test run started in the background by
+    a shell (nohup, CI) inherits SIGINT ignored, and netsim rightly keeps ignoring it then."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_dirs(out: Path) -> list[str]:
