@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from netsim.collectives.ring import ring_allreduce
+from netsim.collectives import run_collective
 from netsim.engine import Environment, Fabric
 from netsim.errors import ConfigError
 from netsim.routing import Connection, make_routing
@@ -154,7 +154,7 @@ def test_ring_over_one_frontier_node_is_capped_by_the_50GBps_links():
     env = Environment()
     fab = Fabric(env, t, make_routing("minimal", t, np.random.default_rng(0)))
     size, n = 2**30, 8
-    env.run(env.process(ring_allreduce(env, fab, list(range(8)), size)))
+    env.run(env.process(run_collective(env, fab, "allreduce", "ring", list(range(8)), size)))
     slowest = 2 * (n - 1) * size / (n * 50e9)
     assert env.now >= slowest * (1 - 1e-9)
     assert env.now == pytest.approx(slowest, rel=0.01)

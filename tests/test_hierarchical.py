@@ -2,7 +2,7 @@
 
 import pytest
 
-from netsim.collectives import get_algorithm
+from netsim.collectives import run_collective
 from netsim.errors import ConfigError
 from tests.conftest import GB, make_fabric, make_leaf_spine
 from tests.test_ring import MiB
@@ -15,7 +15,7 @@ def _run(alg, hosts, g, size, gpus=None, **kw):
     topo = make_leaf_spine(leaves=1, spines=1, hosts_per_leaf=hosts, gpus_per_host=g, nics_per_host=g,
                            nic_latency_s=LAT, intra_latency_s=ILAT, intra_bandwidth_Bps=B_INTRA)
     env, fab = make_fabric(topo)
-    env.run(env.process(get_algorithm("allreduce", alg)(env, fab, gpus or list(range(hosts * g)), size, **kw)))
+    env.run(env.process(run_collective(env, fab, "allreduce", alg, gpus or list(range(hosts * g)), size, **kw)))
     return env.now, fab
 
 

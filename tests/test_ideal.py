@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from netsim.collectives import ALGORITHM_OPS, CollectiveRecord, get_algorithm
+from netsim.collectives import ALGORITHM_OPS, CollectiveRecord, run_collective
 from netsim.collectives.ideal import IdealModel
 from tests.conftest import GB, make_fabric, make_leaf_spine
 from tests.test_schedules import CLOSED_FORMS as SCHEDULED
@@ -40,7 +40,7 @@ def _crossbar(n, **kw):
 
 def _simulate(topo, op, algorithm, gpus, size, **kw):
     env, fab = make_fabric(topo)
-    env.run(env.process(get_algorithm(op, algorithm)(env, fab, list(gpus), size, **kw)))
+    env.run(env.process(run_collective(env, fab, op, algorithm, list(gpus), size, **kw)))
     return env.now, fab
 
 
@@ -101,7 +101,7 @@ def test_ecmp_collision_shows_as_slowdown_not_in_the_ideal():
     slowdowns = set()
     for seed in range(8):
         env, fab = make_fabric(topo, seed=seed)
-        env.run(env.process(get_algorithm("allreduce", "ring")(env, fab, gpus, 16 * MiB)))
+        env.run(env.process(run_collective(env, fab, "allreduce", "ring", gpus, 16 * MiB)))
         assert env.now >= ideal.bound_s * (1 - 1e-9)
         slowdowns.add(round(env.now / ideal.time_s, 6))
     # two flows leave each leaf over two uplinks: hashed apart 1.0, together 2.0
@@ -156,7 +156,7 @@ def test_no_run_beats_its_ideal(scenario):
         return
     topo, op, algorithm, gpus, size, kw, seed = scenario
     env, fab = make_fabric(topo, seed=seed)
-    env.run(env.process(get_algorithm(op, algorithm)(env, fab, gpus, size, **kw)))
+    env.run(env.process(run_collective(env, fab, op, algorithm, gpus, size, **kw)))
     ideal = IdealModel(topo).ideal(op, algorithm, gpus, size, **kw)
     assert np.isfinite(ideal.bound_s) and ideal.bound_s > 0
     assert env.now >= ideal.bound_s * (1 - 1e-9) - fab.tolerance_s * ideal.chain, (env.now, ideal)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from netsim.collectives.ring import ring_allreduce
+from netsim.collectives import run_collective
 from netsim.routing import Connection
 from tests.conftest import GB, make_fabric, make_leaf_spine
 
@@ -19,7 +19,7 @@ def _non_blocking(n, **kw):
 
 def _run_ring(topo, gpus, size, **kw):
     env, fab = make_fabric(topo)
-    env.run(env.process(ring_allreduce(env, fab, gpus, size, **kw)))
+    env.run(env.process(run_collective(env, fab, "allreduce", "ring", gpus, size, **kw)))
     return env.now, fab
 
 
@@ -59,7 +59,7 @@ def test_step_dependencies_a_rank_waits_for_its_predecessor():
     n, size = 4, 4 * GB
     topo = _non_blocking(n, nic_bandwidth_overrides={(1, 0): 0.5 * GB})
     env, fab = make_fabric(topo)
-    env.run(env.process(ring_allreduce(env, fab, list(range(n)), size)))
+    env.run(env.process(run_collective(env, fab, "allreduce", "ring", list(range(n)), size)))
     starts = {}
     ends = {}
     for fid, _label, src, dst, _ch, _job, _size, start, end, _np in fab.flow_records:
@@ -95,17 +95,24 @@ def test_single_rank_is_a_no_op():
     assert t == 0 and fab.stats["flows"] == 0
 
 
-def test_arrival_table_is_empty_after_the_collective():
-    from netsim.collectives.base import Arrivals
-    from netsim.collectives.ring import _ring_rank
+def test_every_rank_ends_when_its_last_message_has_arrived():
+    import numpy as np
+
+    from netsim.collectives.ring import ring_allreduce
+    from netsim.engine.model import ScheduleBuilder
+    from netsim.engine.reference import run_schedule
     n = 4
     topo = _non_blocking(n, nic_bandwidth_overrides={(2, 0): 0.5 * GB})
     env, fab = make_fabric(topo)
-    arrivals = Arrivals(env, n)
-    procs = [env.process(_ring_rank(env, fab, list(range(n)), r, 2 * (n - 1), 1e6, arrivals, Connection(r, (r + 1) % n)))
-             for r in range(n)]
-    env.run(env.all_of(procs))
-    assert all(not table for table in arrivals.slots)
+    b = ScheduleBuilder()
+    ends = ring_allreduce(b, list(range(n)), 4e6)
+    run = run_schedule(env, fab, b.build())
+    env.run(run.done)
+    assert np.isfinite(run.times).all() and fab.undelivered == 0
+    last = {}
+    for *_head, dst, _ch, _job, _size, _start, end, _np in fab.flow_records:
+        last[dst] = max(last.get(dst, 0.0), end)
+    assert [run.times[e] for e in ends] == [last[r] for r in range(n)]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -122,7 +129,7 @@ def test_ecmp_collisions_set_the_ring_time(seed):
     gpus = make_placement("random", {"by": "host"}).place(topo.n_gpus, topo, np.random.default_rng(seed)).tolist()
     env, fab = make_fabric(topo, seed=seed)
     size, n = 64 * MiB, len(gpus)
-    env.run(env.process(ring_allreduce(env, fab, gpus, size, channels=8)))
+    env.run(env.process(run_collective(env, fab, "allreduce", "ring", gpus, size, channels=8)))
     per_link = Counter(link for routes, _ in fab._routes_cache.values() for link in routes[0][0]
                        if topo.links.kind_name(link) != "intra")
     worst = max(per_link.values())

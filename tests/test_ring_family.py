@@ -2,7 +2,7 @@
 
 import pytest
 
-from netsim.collectives.ring import ring_allgather, ring_broadcast, ring_reduce, ring_reduce_scatter
+from netsim.collectives import run_collective
 from tests.conftest import GB
 from tests.test_ring import MiB, _non_blocking
 
@@ -10,15 +10,15 @@ LAT, OVH = 1e-6, 2e-6
 ALPHA = 2 * LAT + OVH  # two NIC cables + per-message overhead, same for every pair (non-blocking fabric)
 
 
-def _run(algorithm, n, size, **kw):
+def _run(op, n, size, **kw):
     from tests.conftest import make_fabric
     topo = _non_blocking(n, nic_latency_s=LAT, nic_overhead_s=OVH)
     env, fab = make_fabric(topo)
-    env.run(env.process(algorithm(env, fab, list(range(n)), size, **kw)))
+    env.run(env.process(run_collective(env, fab, op, "ring", list(range(n)), size, **kw)))
     return env.now, fab
 
 
-@pytest.mark.parametrize("algorithm", [ring_reduce_scatter, ring_allgather], ids=["reduce_scatter", "allgather"])
+@pytest.mark.parametrize("algorithm", ["reduce_scatter", "allgather"])
 @pytest.mark.parametrize("n", [2, 3, 4, 8, 16, 64])
 @pytest.mark.parametrize("size", [4 * 1024, 1 * MiB, 256 * MiB])
 def test_ring_reduce_scatter_and_allgather_closed_form(algorithm, n, size):
@@ -27,7 +27,7 @@ def test_ring_reduce_scatter_and_allgather_closed_form(algorithm, n, size):
     assert fab.stats["flows"] == n * (n - 1)
 
 
-@pytest.mark.parametrize("algorithm", [ring_broadcast, ring_reduce], ids=["broadcast", "reduce"])
+@pytest.mark.parametrize("algorithm", ["broadcast", "reduce"])
 @pytest.mark.parametrize("n", [2, 3, 8, 16])
 @pytest.mark.parametrize("chunks", [1, 4, 32])
 def test_pipelined_chain_closed_form(algorithm, n, chunks):
@@ -39,22 +39,22 @@ def test_pipelined_chain_closed_form(algorithm, n, chunks):
 
 def test_more_chunks_move_chain_broadcast_toward_M_over_B():
     n, size = 16, 256 * MiB
-    times = [_run(ring_broadcast, n, size, chunk_bytes=size / c)[0] for c in (1, 4, 16, 64, 256)]
+    times = [_run("broadcast", n, size, chunk_bytes=size / c)[0] for c in (1, 4, 16, 64, 256)]
     assert all(a > b for a, b in zip(times, times[1:]))
     assert times[0] == pytest.approx((n - 1) * (size / GB + ALPHA), rel=1e-6)
     assert times[-1] < 1.07 * size / GB
 
 
 def test_reduce_flows_toward_rank_zero_and_broadcast_away_from_it():
-    _, fab = _run(ring_broadcast, 4, MiB)
+    _, fab = _run("broadcast", 4, MiB)
     assert {(r[2], r[3]) for r in fab.flow_records} == {(0, 1), (1, 2), (2, 3)}
-    _, fab = _run(ring_reduce, 4, MiB)
+    _, fab = _run("reduce", 4, MiB)
     assert {(r[2], r[3]) for r in fab.flow_records} == {(3, 2), (2, 1), (1, 0)}
 
 
 def test_allgather_bytes_per_rank_are_n_minus_1_over_n_of_M():
     n, size = 8, 64 * MiB
-    _, fab = _run(ring_allgather, n, size)
+    _, fab = _run("allgather", n, size)
     sent = {}
     for rec in fab.flow_records:
         sent[rec[2]] = sent.get(rec[2], 0) + rec[6]
@@ -83,10 +83,9 @@ def test_yaml_ops_and_chunk(tmp_path):
 @pytest.mark.parametrize("chunks", [1, 2, 4, 16])
 @pytest.mark.parametrize("size", [64 * 1024, 64 * MiB])  # latency-bound and bandwidth-bound slices
 def test_sliced_ring_pipelines_across_steps(op, steps, n, chunks, size):
-    from netsim.collectives import get_algorithm
     s = steps(n)
     p = size / (n * chunks) / GB  # one slice's transfer time
-    t, fab = _run(get_algorithm(op, "ring"), n, size, chunk_bytes=size / (n * chunks))
+    t, fab = _run(op, n, size, chunk_bytes=size / (n * chunks))
     # slice c of step k waits for slice c of step k-1 (p + alpha) and for the connection (C slices per step)
     expected = (s - 1) * max(chunks * p, p + ALPHA) + chunks * p + ALPHA
     assert t == pytest.approx(expected, rel=1e-9)
@@ -95,8 +94,8 @@ def test_sliced_ring_pipelines_across_steps(op, steps, n, chunks, size):
 
 def test_slicing_hides_the_ring_latency():
     n, size = 8, 4 * MiB
-    plain, _ = _run(ring_reduce_scatter, n, size)
-    sliced, _ = _run(ring_reduce_scatter, n, size, chunk_bytes=size / n / 16)
+    plain, _ = _run("reduce_scatter", n, size)
+    sliced, _ = _run("reduce_scatter", n, size, chunk_bytes=size / n / 16)
     bandwidth = (n - 1) * size / (n * GB)
     assert plain == pytest.approx(bandwidth + (n - 1) * ALPHA, rel=1e-9)
     assert sliced == pytest.approx(bandwidth + ALPHA, rel=1e-9)  # alpha paid once, not n-1 times

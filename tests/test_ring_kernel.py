@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import netsim.engine.fabric as fabric_mod
-from netsim.collectives.ring import ring_allgather, ring_allreduce, ring_reduce_scatter
+from netsim.collectives import run_collective
 from netsim.routing import Connection
 from netsim.solver import COMPILED
 from netsim.topology.dragonfly import dragonfly
@@ -27,7 +27,7 @@ LEAF_SPINE = make_leaf_spine(leaves=3, spines=2, hosts_per_leaf=2, gpus_per_host
                              nic_bandwidth_overrides={(3, 0): 0.5 * GB, (1, 1): 0.25 * GB})
 DRAGONFLY = dragonfly(groups=5, switches_per_group=2, hosts_per_switch=2, global_links_per_switch=2,
                       link_bandwidth_Bps=GB)
-OPS = {"allreduce": ring_allreduce, "reduce_scatter": ring_reduce_scatter, "allgather": ring_allgather}
+OPS = ("allreduce", "reduce_scatter", "allgather")
 
 calls = st.lists(st.tuples(st.sampled_from(sorted(OPS)), st.integers(2, 12), st.floats(1e3, 5e7),
                            st.integers(1, 3), st.sampled_from([None, 2e5, 1e6]), st.integers(0, 10**6)),
@@ -52,7 +52,7 @@ def _run(topo, routing, seed, tolerance, work, prelude, kernel, record=True, ext
                 yield env.all_of(sends)
             for op, n, size, channels, chunk, pick in work:
                 gpus = list(np.random.default_rng(pick).permutation(topo.n_gpus)[:min(n, topo.n_gpus)])
-                yield env.process(OPS[op](env, fab, gpus, size, channels=channels, chunk_bytes=chunk))
+                yield env.process(run_collective(env, fab, op, "ring", gpus, size, channels=channels, chunk_bytes=chunk))
                 ends.append(env.now)
 
         env.process(main())
@@ -122,7 +122,7 @@ def test_a_ring_that_could_meet_a_fault_or_another_ring_runs_as_processes():
         env.process(later())
 
     def other_ring(env, fab):
-        env.process(ring_allreduce(env, fab, [0, 5, 9], 1e6))
+        env.process(run_collective(env, fab, "allreduce", "ring", [0, 5, 9], 1e6))
 
     for extra in (fault, other_ring):
         slow = _run(LEAF_SPINE, "ecmp", 0, 1e-9, work, [], kernel=False, extra=extra)
@@ -134,13 +134,13 @@ def test_a_ring_that_could_meet_a_fault_or_another_ring_runs_as_processes():
 @pytest.mark.parametrize("routing", ["split", "min-split", "c4p"])
 def test_policies_that_plan_or_split_per_message_run_as_processes(routing):
     env, fab = make_fabric(LEAF_SPINE, routing=routing, track_congestion=False)
-    env.run(env.process(ring_allreduce(env, fab, list(range(8)), 1e7)))
+    env.run(env.process(run_collective(env, fab, "allreduce", "ring", list(range(8)), 1e7)))
     assert fab.ring_runs == 0 and env.now > 0
 
 
 def test_offered_load_tracking_runs_as_processes():
     env, fab = make_fabric(LEAF_SPINE, routing="ecmp")  # track_congestion defaults to on
-    env.run(env.process(ring_allreduce(env, fab, list(range(8)), 1e7)))
+    env.run(env.process(run_collective(env, fab, "allreduce", "ring", list(range(8)), 1e7)))
     assert fab.ring_runs == 0
 
 

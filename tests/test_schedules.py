@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from netsim.collectives import get_algorithm
+from netsim.collectives import run_collective
 from netsim.collectives.schedule import (binomial_broadcast_schedule, binomial_reduce_schedule,
                                          halving_doubling_schedule, pairwise_schedule)
 from netsim.errors import ConfigError
@@ -35,7 +35,7 @@ def _crossbar(n, **kw):
 def _run(op, algorithm, n, size):
     topo = _crossbar(n, nic_latency_s=LAT, nic_overhead_s=OVH)
     env, fab = make_fabric(topo)
-    env.run(env.process(get_algorithm(op, algorithm)(env, fab, list(range(n)), size)))
+    env.run(env.process(run_collective(env, fab, op, algorithm, list(range(n)), size)))
     return env.now, fab
 
 

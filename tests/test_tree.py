@@ -2,7 +2,7 @@
 
 import pytest
 
-from netsim.collectives import get_algorithm
+from netsim.collectives import run_collective
 from netsim.collectives.tree import _children, double_binary_trees
 from tests.conftest import GB, make_fabric
 from tests.test_ring import MiB
@@ -37,7 +37,7 @@ def test_double_binary_tree_construction(n):
 
 def _run(alg, n, size, **kw):
     env, fab = make_fabric(_crossbar(n, nic_latency_s=LAT, nic_overhead_s=OVH))
-    env.run(env.process(get_algorithm("allreduce", alg)(env, fab, list(range(n)), size, **kw)))
+    env.run(env.process(run_collective(env, fab, "allreduce", alg, list(range(n)), size, **kw)))
     return env.now, fab
 
 

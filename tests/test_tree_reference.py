@@ -13,7 +13,7 @@ from collections import deque
 
 import pytest
 
-from netsim.collectives import get_algorithm
+from netsim.collectives import run_collective
 from netsim.collectives.tree import double_binary_trees
 from tests.conftest import GB, make_fabric, make_leaf_spine
 
@@ -179,7 +179,7 @@ def _crossbar(n):
 def _simulate(n, size, chunk_bytes, **fabric_kw):
     topo = _crossbar(n)
     env, fab = make_fabric(topo, **fabric_kw)
-    env.run(env.process(get_algorithm("allreduce", "tree")(env, fab, list(range(n)), size,
+    env.run(env.process(run_collective(env, fab, "allreduce", "tree", list(range(n)), size,
                                                             chunk_bytes=chunk_bytes)))
     return env.now, fab, topo
 

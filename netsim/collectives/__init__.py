@@ -1,6 +1,8 @@
-"""Collective algorithms as SimPy processes emitting sends; registered by (op, algorithm)."""
+"""Collective algorithms as schedule builders, registered by (op, algorithm); running one call."""
 
 from netsim.collectives import hierarchical, ring, schedule, tree  # noqa: F401  (register the algorithms)
-from netsim.collectives.base import ALGORITHM_OPS, BUSBW_FACTOR, CollectiveRecord, get_algorithm
+from netsim.collectives.base import (ALGORITHM_OPS, BUSBW_FACTOR, Builder, CollectiveRecord, build_collective,
+                                     get_algorithm, run_collective)
 
-__all__ = ["ALGORITHM_OPS", "BUSBW_FACTOR", "CollectiveRecord", "get_algorithm"]
+__all__ = ["ALGORITHM_OPS", "BUSBW_FACTOR", "Builder", "CollectiveRecord", "build_collective", "get_algorithm",
+           "run_collective"]

@@ -1,16 +1,63 @@
-"""Collective algorithms: registry, nccl-tests bandwidth conventions, and the record of one call."""
+"""Collective algorithms: the builder protocol and its registry, running one call, nccl-tests
+bandwidth conventions, and the record of one call.
+
+Every algorithm is written once, as a **builder** that appends the tasks of one call to a
+:class:`~netsim.engine.model.ScheduleBuilder` (pure numpy, no SimPy)::
+
+    build(b, gpus, size_bytes, *, channels=1, job=0, comm=0, chunk_bytes=None, tcp=False,
+          ready=None, gpu_host=None) -> np.ndarray
+
+* ``gpus``: the communicator's GPUs in rank order; ``size_bytes``: the buffer (per rank, nccl-tests
+  conventions); ``channels``: parallel copies of the algorithm, each on its own connections, the
+  buffer split between them; ``chunk_bytes``: the pipelining slice (what it means is the
+  algorithm's: ring step slices, chain chunks, tree chunks; ignored by the step-scheduled ones).
+* ``job``, ``comm``, ``tcp``: written into every connection the call opens
+  (``b.connect(src, dst, channel, job, comm, tcp)``); ``tcp`` when the communicator mixes NIC
+  families and talks TCP.
+* ``ready``: when each rank may start. ``None``: with the schedule; one task id: every rank waits
+  for it; an array with one task id per rank (``-1``: none): per-rank readiness (a phase of a
+  composite algorithm starting on each rank as soon as its previous phase is done).
+* ``gpu_host``: the topology's GPU -> host array (channel rings rotate each host's run of ranks,
+  hierarchical groups ranks by host). ``None``: every GPU on its own host.
+* Returns, per rank (``gpus`` order), the task after which that rank's part of the call is done
+  (``-1``: the rank has nothing to wait for, e.g. a single rank without ``ready``).
+
+Builders append every connection's messages in program order (the order the rank posts them), and
+a message depends on exactly what the rank waited for before posting it, so the reference
+executor (:mod:`netsim.engine.reference`) runs the same messages, in the same order on every
+connection, at the same times as one SimPy process per rank did. Each builder's docstring gives
+its closed form on a non-blocking fabric (``tests/test_builders.py`` checks them on the schedule
+alone; ``tests/test_ideal.py`` on the engine).
+
+:func:`run_collective` runs one call inside a SimPy process (for callers that still drive the
+engine call by call).
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+import numpy as np
 import simpy
 
+from netsim.engine.model import Deps, Schedule, ScheduleBuilder
+from netsim.engine.reference import run_schedule
 from netsim.errors import ConfigError
 from netsim.registry import Registry
 
-#: Algorithm name -> generator ``run(env, fabric, gpus, size_bytes, *, channels, job, comm, chunk_bytes)``.
+
+class Builder(Protocol):
+    """An algorithm: appends one call's tasks to ``b``; per rank, its last task (see the module docstring)."""
+
+    def __call__(self, b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *, channels: int = 1,
+                 job: int = 0, comm: int = 0, chunk_bytes: float | None = None, tcp: bool = False,
+                 ready: int | np.ndarray | None = None, gpu_host: Sequence[int] | None = None) -> np.ndarray: ...
+
+
+#: ``op/algorithm`` -> builder.
 ALGORITHMS: Registry = Registry("collective algorithm")
 #: Algorithm name -> the ops it implements.
 ALGORITHM_OPS: dict[str, tuple[str, ...]] = {}
@@ -27,7 +74,7 @@ BUSBW_FACTOR = {
 
 
 def register_algorithm(name: str, op: str):
-    """Register the generator implementing ``op`` with ``algorithm: name``."""
+    """Register the builder implementing ``op`` with ``algorithm: name``."""
     def deco(fn):
         key = f"{op}/{name}"
         ALGORITHMS.register(key)(fn)
@@ -37,8 +84,8 @@ def register_algorithm(name: str, op: str):
     return deco
 
 
-def get_algorithm(op: str, name: str, path: str = "workload"):
-    """The generator implementing ``op`` with algorithm ``name``; ConfigError listing valid choices."""
+def get_algorithm(op: str, name: str, path: str = "workload") -> Builder:
+    """The builder implementing ``op`` with algorithm ``name``; ConfigError listing valid choices."""
     if op not in BUSBW_FACTOR:
         raise ConfigError(f"unknown collective op {op!r}; valid: {', '.join(BUSBW_FACTOR)}", f"{path}.op")
     valid = sorted(a for a, ops in ALGORITHM_OPS.items() if op in ops)
@@ -48,32 +95,136 @@ def get_algorithm(op: str, name: str, path: str = "workload"):
     return ALGORITHMS.get(f"{op}/{name}")
 
 
-class Arrivals:
-    """One event per (rank, step): fired when that step's message has reached the rank.
+# ---------------------------------------------------------------------------------- building blocks
+def per_rank(ready: int | np.ndarray | Sequence[int] | None, n: int) -> np.ndarray:
+    """``ready`` (see the module docstring) as one task id per rank, ``-1`` for none.
 
-    Whichever side comes first, the sender posting the message or the receiver starting to wait,
-    creates the event; the fabric fires it on arrival. One event per message, no placeholders.
+    >>> per_rank(None, 2).tolist(), per_rank(7, 2).tolist(), per_rank([3, -1], 2).tolist()
+    ([-1, -1], [7, 7], [3, -1])
     """
-
-    __slots__ = ("env", "slots")
-
-    def __init__(self, env: simpy.Environment, n: int):
-        self.env = env
-        self.slots: list[dict[int, simpy.Event]] = [{} for _ in range(n)]
-
-    def meet(self, rank: int, step: int) -> simpy.Event:
-        """The arrival event of ``step`` at ``rank``.
-
-        Sender and receiver each call this once: the first creates and stores the event, the
-        second takes it out of the table, so nothing outlives the message.
-        """
-        table = self.slots[rank]
-        ev = table.pop(step, None)
-        if ev is None:
-            ev = table[step] = self.env.event()
-        return ev
+    if ready is None:
+        return np.full(n, -1, dtype=np.int64)
+    out = np.asarray(ready, dtype=np.int64)
+    if out.ndim == 0:
+        return np.full(n, int(out), dtype=np.int64)
+    if out.shape != (n,):
+        raise ValueError(f"ready must be one task id or one per rank ({n}), got {out.shape}")
+    return out
 
 
+def deps(*columns) -> Deps:
+    """Dependencies from columns of predecessors: task ``k`` depends on ``column[k]`` of every column
+    (an array of one id per task, or a 2-D array of several), ``-1`` entries left out.
+
+    >>> d = deps([5, -1, 6], [[-1, 1], [2, 3], [-1, -1]]); d.ptr.tolist(), d.idx.tolist()
+    ([0, 2, 4, 5], [5, 1, 2, 3, 6])
+    """
+    parts = [np.asarray(c, dtype=np.int64) for c in columns]
+    n = len(parts[0])
+    table = np.concatenate([p.reshape(n, -1) for p in parts], axis=1)
+    has = table >= 0
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(has.sum(axis=1), out=ptr[1:])
+    return Deps(ptr, table[has])
+
+
+def connect_pairs(b: ScheduleBuilder, src: np.ndarray, dst: np.ndarray, channel, job: int, comm: int,
+                  tcp: bool) -> np.ndarray:
+    """Connection ids of messages ``src[i] -> dst[i]`` on ``channel[i]`` (scalar or array), opening
+    each distinct connection once (in order of first appearance)."""
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    channel = np.broadcast_to(np.asarray(channel, dtype=np.int64), src.shape)
+    keys = np.stack([src, dst, channel], axis=1)
+    uniq, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # open them in order of first appearance
+    ids = np.empty(len(uniq), dtype=np.int64)
+    ids[order] = b.connect(uniq[order, 0], uniq[order, 1], uniq[order, 2], job, comm, tcp)
+    return ids[inverse.reshape(-1)]
+
+
+def join_by(b: ScheduleBuilder, owner: np.ndarray, tasks: np.ndarray, n: int) -> np.ndarray:
+    """Per owner ``0..n-1``, a JOIN after its ``tasks`` (``tasks[i]`` belongs to ``owner[i]``; ``-1``
+    entries left out); an owner with a single task gets that task itself, one with none ``-1``.
+
+    >>> b = ScheduleBuilder(); b.join(n=3).tolist()
+    [0, 1, 2]
+    >>> join_by(b, np.array([1, 0, 1, 2]), np.array([0, 1, 2, -1]), 4).tolist()   # a JOIN (3) for owner 1
+    [1, 3, -1, -1]
+    """
+    owner, tasks = np.asarray(owner, dtype=np.int64), np.asarray(tasks, dtype=np.int64)
+    keep = tasks >= 0
+    order = np.argsort(owner[keep], kind="stable")
+    owner, tasks = owner[keep][order], tasks[keep][order]
+    counts = np.bincount(owner, minlength=n)
+    out = np.full(n, -1, dtype=np.int64)
+    one = counts == 1
+    out[one] = tasks[(np.cumsum(counts) - counts)[one]]
+    many = counts > 1
+    if many.any():
+        ptr = np.zeros(int(many.sum()) + 1, dtype=np.int64)
+        np.cumsum(counts[many], out=ptr[1:])
+        out[many] = b.join(after=Deps(ptr, tasks[np.repeat(many, counts)]))
+    return out
+
+
+def end_of(b: ScheduleBuilder, *columns) -> np.ndarray:
+    """Per rank, one JOIN after that rank's tasks in ``columns`` (as in :func:`deps`; see :func:`join_by`)."""
+    table = np.concatenate([np.asarray(c, dtype=np.int64).reshape(len(columns[0]), -1) for c in columns], axis=1)
+    n, k = table.shape
+    return join_by(b, np.repeat(np.arange(n), k), table.ravel(), n)
+
+
+# ---------------------------------------------------------------------------------- one call
+def build_collective(op: str, algorithm: str, gpus: Sequence[int], size_bytes: float, *,
+                     gpu_host: Sequence[int] | None = None, **kw) -> Schedule:
+    """The schedule of one call (``kw``: the builder's keywords).
+
+    Examples
+    --------
+    >>> s = build_collective("allreduce", "ring", [0, 1, 2, 3], 4e9)
+    >>> s.n_sends, float(s.amount[0])   # 2(n-1) steps of M/n per rank
+    (24, 1000000000.0)
+    """
+    b = ScheduleBuilder()
+    get_algorithm(op, algorithm)(b, list(gpus), size_bytes, gpu_host=gpu_host, **kw)
+    return b.build()
+
+
+def run_collective(env: simpy.Environment, fabric, op: str, algorithm: str, gpus: Sequence[int],
+                   size_bytes: float, **kw) -> Generator:
+    """Run one call on ``fabric`` now (a SimPy generator: ``yield env.process(run_collective(...))``).
+
+    Builds the call's schedule and runs it with the reference executor; an algorithm with a faster
+    way to run on this fabric (the ring's :meth:`~netsim.engine.fabric.Fabric.run_ring`) uses it
+    when it applies. ``kw``: the builder's keywords (``channels``, ``job``, ``comm``, ``chunk_bytes``,
+    ``tcp``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from netsim.engine import Environment, Fabric
+    >>> from netsim.routing import make_routing
+    >>> from netsim.topology import leaf_spine
+    >>> topo = leaf_spine(leaves=1, spines=1, hosts_per_leaf=4, gpus_per_host=1, nics_per_host=1,
+    ...                   nic_bandwidth_Bps=1e9, uplink_bandwidth_Bps=1e9, intra_bandwidth_Bps=1e10)
+    >>> env = Environment()
+    >>> fabric = Fabric(env, topo, make_routing("ecmp", topo, np.random.default_rng(0)))
+    >>> env.run(env.process(run_collective(env, fabric, "allreduce", "ring", [0, 1, 2, 3], 4e9)))
+    >>> round(env.now, 9)   # 2*(4-1) steps of 1e9 bytes at 1e9 B/s
+    6.0
+    """
+    build = get_algorithm(op, algorithm)
+    fast: Callable | None = getattr(build, "run_on", None)
+    if fast is not None:
+        done = fast(env, fabric, list(gpus), size_bytes, **kw)
+        if done is not None:
+            yield done
+            return
+    schedule = build_collective(op, algorithm, gpus, size_bytes, gpu_host=fabric.topology.gpu_host, **kw)
+    yield run_schedule(env, fabric, schedule).done
+
+
+# ---------------------------------------------------------------------------------- records
 @dataclass(frozen=True)
 class CollectiveRecord:
     """One collective call, as written to ``collectives.parquet`` (nccl-tests definitions)."""

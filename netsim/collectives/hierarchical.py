@@ -1,14 +1,15 @@
-"""Two-level (hierarchical) allreduce: intra-host reduce-scatter, inter-host rings, intra-host allgather."""
+"""Two-level (hierarchical) allreduce as a schedule builder: intra-host reduce-scatter, inter-host rings,
+intra-host allgather."""
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 
-import simpy
+import numpy as np
 
-from netsim.collectives.base import register_algorithm
-from netsim.collectives.ring import ring_processes
-from netsim.engine import Fabric
+from netsim.collectives.base import per_rank, register_algorithm
+from netsim.collectives.ring import ring_steps
+from netsim.engine.model import ScheduleBuilder
 from netsim.errors import ConfigError
 
 
@@ -21,8 +22,10 @@ def host_groups(gpus: Sequence[int], gpu_host: Sequence[int]) -> list[list[int]]
 
 
 @register_algorithm("hierarchical", "allreduce")
-def hierarchical_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
-                           channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
+def hierarchical_allreduce(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *, channels: int = 1,
+                           job: int = 0, comm: int = 0, chunk_bytes: float | None = None, tcp: bool = False,
+                           ready: int | np.ndarray | None = None,
+                           gpu_host: Sequence[int] | None = None) -> np.ndarray:
     """Allreduce in three phases, as multi-GPU nodes are used.
 
     1. Ring reduce-scatter of M over each host's g GPUs (intra-host fabric): each GPU holds M/g.
@@ -30,34 +33,40 @@ def hierarchical_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequenc
        (GPU i of every host: rail i, NIC i).
     3. Ring allgather of M over each host's GPUs.
 
-    Each rank starts a phase as soon as its own previous phase is done (no barrier). ``chunk_bytes``
-    slices every ring step (see :func:`netsim.collectives.ring.ring_allreduce`). On a
-    non-blocking fabric: ``2(g-1)(a_i + M/(g B_i)) + 2(H-1)(a_n + M/(g H B_n))``.
+    Each rank starts a phase as soon as its own previous phase is done (per-rank ``ready``, no
+    barrier). Phase p's rings use channels ``p * channels + c`` (distinct connections).
+    ``chunk_bytes`` slices every ring step (see :func:`netsim.collectives.ring.ring_allreduce`).
+    On a non-blocking fabric: ``2(g-1)(a_i + M/(g B_i)) + 2(H-1)(a_n + M/(g H B_n))``.
     Every host must contribute the same number of GPUs.
+
+    Examples
+    --------
+    >>> b = ScheduleBuilder()
+    >>> ends = hierarchical_allreduce(b, [0, 1, 2, 3], 4e6, gpu_host=[0, 0, 1, 1])
+    >>> b.build().n_sends   # 2 ranks x (1 step on each host, 2 steps on each rail, 1 step on each host)
+    16
     """
-    if len(gpus) < 2:
-        return
-    groups = host_groups(gpus, fabric.topology.gpu_host)
+    n = len(gpus)
+    ready = per_rank(ready, n)
+    if n < 2:
+        return ready
+    groups = host_groups(gpus, gpu_host if gpu_host is not None else range(max(gpus) + 1))
     g = len(groups[0])
     if any(len(grp) != g for grp in groups):
         raise ConfigError(f"hierarchical allreduce needs the same number of ranks on every host, got "
                           f"{sorted({len(grp) for grp in groups})}", "workload.algorithm")
-    # Phase 1: intra-host reduce-scatter (channels 0..), per host.
-    phase1: dict[int, simpy.Event] = {}
-    for grp in groups:
-        phase1.update(ring_processes(env, fabric, grp, size_bytes, g - 1, channels=channels, job=job, comm=comm,
-                                     chunk_bytes=chunk_bytes))
-    # Phase 2: inter-host allreduce of M/g per local index (distinct channel ids: distinct connections).
-    phase2: dict[int, simpy.Event] = {}
-    base = channels
-    for i in range(g):
-        rail = [grp[i] for grp in groups]
-        phase2.update(ring_processes(env, fabric, rail, size_bytes / g, 2 * (len(groups) - 1), channels=channels,
-                                     job=job, comm=comm, channel_base=base, ready=phase1,
-                                     chunk_bytes=chunk_bytes))
-    # Phase 3: intra-host allgather.
-    done = []
-    for grp in groups:
-        done += ring_processes(env, fabric, grp, size_bytes, g - 1, channels=channels, job=job, comm=comm,
-                               channel_base=2 * channels, ready=phase2, chunk_bytes=chunk_bytes).values()
-    yield env.all_of(done)
+    kw = {"channels": channels, "job": job, "comm": comm, "chunk_bytes": chunk_bytes, "tcp": tcp, "gpu_host": gpu_host}
+    rank_of = {gpu: r for r, gpu in enumerate(gpus)}
+    at = ready.copy()  # per rank: the end of its latest phase
+
+    def phase(members: list[int], size: float, steps: int, base: int) -> None:
+        ranks = [rank_of[m] for m in members]
+        at[ranks] = ring_steps(b, members, size, steps, ready=at[ranks], channel_base=base, **kw)
+
+    for grp in groups:  # 1: intra-host reduce-scatter
+        phase(grp, size_bytes, g - 1, 0)
+    for i in range(g):  # 2: inter-host allreduce of M/g per local index
+        phase([grp[i] for grp in groups], size_bytes / g, 2 * (len(groups) - 1), channels)
+    for grp in groups:  # 3: intra-host allgather
+        phase(grp, size_bytes, g - 1, 2 * channels)
+    return at

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from netsim.collectives.base import get_algorithm
+from netsim.collectives.base import build_collective
 from netsim.engine import Environment
 from netsim.engine.ideal import IdealFabric, PairModel, nonblocking_fabric
+from netsim.engine.reference import run_schedule
 from netsim.topology import Topology
 
 
@@ -62,11 +63,11 @@ class IdealModel:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        run = get_algorithm(op, algorithm)
-        kw = dict(channels=channels, chunk_bytes=chunk_bytes)
+        schedule = build_collective(op, algorithm, gpus, size_bytes, channels=channels, chunk_bytes=chunk_bytes,
+                                    tcp=tcp, gpu_host=self.topology.gpu_host)
         env = Environment()
         replay = IdealFabric(env, self.topology, self.pairs, tcp=tcp)
-        env.process(run(env, replay, list(gpus), size_bytes, **kw))
+        run_schedule(env, replay, schedule)
         env.run()
         replay_s, load_s = env.now, replay.load_bound_s()
         chain = max(replay.sends.values(), default=0) + len(gpus)
@@ -74,7 +75,7 @@ class IdealModel:
         fabric = nonblocking_fabric(env, self.topology, self.tolerance_s)
         if tcp:
             fabric.use_tcp(0, 0)
-        env.process(run(env, fabric, list(gpus), size_bytes, **kw))
+        run_schedule(env, fabric, schedule)
         env.run()
         hit = self._cache[key] = Ideal(env.now, max(replay_s, load_s), replay_s, load_s, chain)
         return hit

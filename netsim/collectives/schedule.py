@@ -1,4 +1,5 @@
-"""Step-scheduled collectives: recursive doubling, halving-doubling, direct, pairwise, star, binomial.
+"""Step-scheduled collectives as schedule builders: recursive doubling, halving-doubling, direct,
+pairwise, star, binomial.
 
 Each algorithm is a list of steps; in a step every rank posts its sends, then waits until they
 have been delivered and the messages addressed to it in that step have arrived, before starting
@@ -9,17 +10,16 @@ arrive.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Sequence
 
-import simpy
+import numpy as np
 
-from netsim.collectives.base import Arrivals, register_algorithm
-from netsim.engine import Fabric
+from netsim.collectives.base import connect_pairs, end_of, join_by, per_rank, register_algorithm
+from netsim.engine.model import ScheduleBuilder
 from netsim.errors import ConfigError
-from netsim.routing.base import Connection
 
-#: A schedule: per step, the messages ``(src_rank, dst_rank, bytes)``.
-Schedule = list[list[tuple[int, int, float]]]
+#: Steps of an algorithm: per step, the messages ``(src_rank, dst_rank, bytes)``.
+Steps = list[list[tuple[int, int, float]]]
 
 
 def _log2_exact(n: int, name: str) -> int:
@@ -28,41 +28,48 @@ def _log2_exact(n: int, name: str) -> int:
     return n.bit_length() - 1
 
 
-def _rank(fabric: Fabric, gpus: Sequence[int], r: int, sends: list[list[tuple[int, float]]],
-          recvs: list[list[int]], arrivals: Arrivals, channel: int, job: int,
-          comm: int) -> Generator:
-    for step, (out, inn) in enumerate(zip(sends, recvs)):
-        posted = [fabric.send(gpus[r], gpus[dst], nbytes, Connection(gpus[r], gpus[dst], channel, job, comm),
-                              event=arrivals.meet(dst, (step, r))) for dst, nbytes in out]
-        for src in inn:
-            yield arrivals.meet(r, (step, src))
-        for delivered in posted:
-            yield delivered
+def run_steps(b: ScheduleBuilder, gpus: Sequence[int], schedule: Steps, *, channels: int = 1, job: int = 0,
+              comm: int = 0, tcp: bool = False, ready: int | np.ndarray | None = None) -> np.ndarray:
+    """Append ``schedule`` over ``gpus``; per rank, the end of its part. With ``channels`` > 1 every
+    message is split over parallel copies (channel c's connections, its own ranks' steps).
 
-
-def run_schedule(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], schedule: Schedule, *,
-                 channels: int = 1, job: int = 0, comm: int = 0) -> Generator:
-    """Execute ``schedule`` on ``gpus``; with ``channels`` > 1 every message is split over parallel copies."""
+    Rank r starts step s (posts its sends of step s, in the schedule's order) once its step s - 1
+    is over: its sends of step s - 1 delivered and the messages addressed to it in step s - 1
+    arrived (and, for step 0, once it is ``ready``). That moment is a JOIN per rank and step in
+    which the rank had messages (a rank idle in a step starts the next one when it started that
+    one); the rank is done once its last step is over.
+    """
     n = len(gpus)
-    sends = [[[] for _ in schedule] for _ in range(n)]
-    recvs = [[[] for _ in schedule] for _ in range(n)]
-    for s, step in enumerate(schedule):
-        for src, dst, nbytes in step:
-            sends[src][s].append((dst, nbytes / channels))
-            recvs[dst][s].append(src)
-    procs = []
+    ready = per_rank(ready, n)
+    if n < 2:
+        return ready
+    gpu = np.asarray(gpus, dtype=np.int64)
+    msgs = np.array([m for step in schedule for m in step], dtype=np.float64).reshape(-1, 3)
+    step_of = np.repeat(np.arange(len(schedule)), [len(step) for step in schedule])
+    order = np.lexsort((msgs[:, 0], step_of))  # a rank posts its sends of a step in the schedule's order
+    msgs, bounds = msgs[order], np.searchsorted(step_of[order], np.arange(len(schedule) + 1))
+    src, dst = msgs[:, 0].astype(np.int64), msgs[:, 1].astype(np.int64)
+    ends = []
     for c in range(channels):
-        arrivals = Arrivals(env, n)
-        procs += [env.process(_rank(fabric, gpus, r, sends[r], recvs[r], arrivals, c, job, comm)) for r in range(n)]
-    yield env.all_of(procs)
+        conn = connect_pairs(b, gpu[src], gpu[dst], c, job, comm, tcp)
+        at = ready.copy()  # per rank: the task its current step waits for (-1: none)
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            out, into = src[lo:hi], dst[lo:hi]
+            sent = b.send(conn[lo:hi], msgs[lo:hi, 2] / channels, after=at[out])
+            # A rank's step is over when its sends and receives of the step are done (and its
+            # previous step, which its sends, if any, already wait for).
+            idle = np.flatnonzero((np.bincount(out, minlength=n) == 0) & (at >= 0))
+            at = join_by(b, np.concatenate([out, into, idle]), np.concatenate([sent, sent, at[idle]]), n)
+        ends.append(at)
+    return ends[0] if channels == 1 else end_of(b, np.stack(ends, axis=1))
 
 
-def recursive_doubling_schedule(n: int, size: float) -> Schedule:
+def recursive_doubling_schedule(n: int, size: float) -> Steps:
     """log2(n) steps; in step k rank r exchanges the whole buffer with r XOR 2^k."""
     return [[(r, r ^ (1 << k), size) for r in range(n)] for k in range(_log2_exact(n, "recursive doubling"))]
 
 
-def halving_doubling_schedule(n: int, size: float) -> Schedule:
+def halving_doubling_schedule(n: int, size: float) -> Steps:
     """Rabenseifner: reduce-scatter by recursive halving (M/2, M/4, ...), allgather by doubling back."""
     levels = _log2_exact(n, "halving-doubling")
     halving = [[(r, r ^ (n >> (k + 1)), size / 2 ** (k + 1)) for r in range(n)] for k in range(levels)]
@@ -70,23 +77,23 @@ def halving_doubling_schedule(n: int, size: float) -> Schedule:
     return halving + doubling
 
 
-def direct_schedule(n: int, size: float, rounds: int = 1) -> Schedule:
+def direct_schedule(n: int, size: float, rounds: int = 1) -> Steps:
     """``rounds`` all-pairs steps of ``size / n`` per pair (direct reduce-scatter, allgather, all-to-all)."""
     step = [(r, d, size / n) for r in range(n) for d in range(n) if d != r]
     return [list(step) for _ in range(rounds)]
 
 
-def pairwise_schedule(n: int, size: float) -> Schedule:
+def pairwise_schedule(n: int, size: float) -> Steps:
     """n-1 steps; in step k rank r sends ``size / n`` to r+k and receives from r-k."""
     return [[(r, (r + k) % n, size / n) for r in range(n)] for k in range(1, n)]
 
 
-def star_schedule(n: int, size: float) -> Schedule:
+def star_schedule(n: int, size: float) -> Steps:
     """Every rank sends its buffer to rank 0, which sends the result back to every rank."""
     return [[(r, 0, size) for r in range(1, n)], [(0, r, size) for r in range(1, n)]]
 
 
-def binomial_broadcast_schedule(n: int, size: float) -> Schedule:
+def binomial_broadcast_schedule(n: int, size: float) -> Steps:
     """ceil(log2 n) steps; in step k every rank r < 2^k that has the data sends it to r + 2^k."""
     steps, k = [], 0
     while (1 << k) < n:
@@ -95,42 +102,46 @@ def binomial_broadcast_schedule(n: int, size: float) -> Schedule:
     return steps
 
 
-def binomial_reduce_schedule(n: int, size: float) -> Schedule:
+def binomial_reduce_schedule(n: int, size: float) -> Steps:
     """The broadcast tree reversed: in step k rank r with r mod 2^(k+1) = 2^k sends to r - 2^k."""
     return [[(dst, src, nbytes) for src, dst, nbytes in step] for step in reversed(binomial_broadcast_schedule(n, size))]
 
 
-def _register(name: str, op: str, build, doc: str):
-    def algorithm(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
-                  channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
+def _register(name: str, op: str, steps: Callable[[int, float], Steps], doc: str):
+    def algorithm(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *, channels: int = 1, job: int = 0,
+                  comm: int = 0, chunk_bytes: float | None = None, tcp: bool = False,
+                  ready: int | np.ndarray | None = None, gpu_host: Sequence[int] | None = None) -> np.ndarray:
         if len(gpus) < 2:
-            return
-        yield from run_schedule(env, fabric, gpus, build(len(gpus), size_bytes), channels=channels, job=job, comm=comm)
+            return per_rank(ready, len(gpus))
+        return run_steps(b, gpus, steps(len(gpus), size_bytes), channels=channels, job=job, comm=comm, tcp=tcp,
+                         ready=ready)
     algorithm.__name__ = f"{op}_{name}"
     algorithm.__doc__ = doc
     register_algorithm(name, op)(algorithm)
     return algorithm
 
 
-#: (algorithm, op, schedule builder, docstring with the non-blocking closed form)
+#: (algorithm, op, its steps, docstring with the non-blocking closed form)
 _SCHEDULED = (
     ("recursive_doubling", "allreduce", recursive_doubling_schedule,
      "Recursive doubling allreduce (n a power of two): ``log2(n)(alpha + M/B)``."),
     ("halving_doubling", "allreduce", halving_doubling_schedule,
      "Rabenseifner allreduce (n a power of two): ``2 log2(n) alpha + 2(n-1)/n M/B``."),
     ("direct", "allreduce", lambda n, m: direct_schedule(n, m, rounds=2),
-     "Direct allreduce: all-pairs reduce-scatter then all-pairs allgather, ``2(alpha + (n-1)M/(nB))``."),
+     "Direct allreduce: all-pairs reduce-scatter then all-pairs allgather, ``2(alpha + (n-1)M/(nB))`` "
+     "(a rank's n-1 messages of a round share its NIC)."),
     ("star", "allreduce", star_schedule,
      "Star allreduce: gather to rank 0 and send back, ``2(alpha + (n-1)M/B)`` (rank 0's NIC is the bottleneck)."),
     ("direct", "alltoall", direct_schedule,
-     "Direct all-to-all: every rank sends M/n to every other at once, ``alpha + (n-1)M/(nB)``."),
+     "Direct all-to-all: every rank sends M/n to every other at once (sharing its NIC), ``alpha + (n-1)M/(nB)``."),
     ("pairwise", "alltoall", pairwise_schedule,
      "Pairwise all-to-all: n-1 shifted exchanges of M/n, ``(n-1)(alpha + M/(nB))``."),
     ("binomial", "broadcast", binomial_broadcast_schedule,
      "Binomial-tree broadcast from rank 0: ``ceil(log2 n)(alpha + M/B)``."),
     ("binomial", "reduce", binomial_reduce_schedule,
-     "Binomial-tree reduce to rank 0: ``ceil(log2 n)(alpha + M/B)``."),
+     "Binomial-tree reduce to rank 0: ``ceil(log2 n)(alpha + M/B)`` for n a power of two (otherwise a leaf "
+     "that need not wait sends in the first round, sharing its parent's NIC)."),
 )
 
-for _name, _op, _build, _doc in _SCHEDULED:
-    _register(_name, _op, _build, _doc)
+for _name, _op, _steps, _doc in _SCHEDULED:
+    _register(_name, _op, _steps, _doc)

@@ -1,15 +1,14 @@
-"""NCCL-style double binary tree allreduce: two complementary binary trees, half the data on each."""
+"""NCCL-style double binary tree allreduce as a schedule builder: two complementary binary trees, half the data on each."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 
-import simpy
+import numpy as np
 
-from netsim.collectives.base import Arrivals, register_algorithm
-from netsim.engine import Fabric
-from netsim.routing.base import Connection
+from netsim.collectives.base import deps, end_of, per_rank, register_algorithm
+from netsim.engine.model import ScheduleBuilder
 
 #: Default pipelining chunk of the tree allreduce when the workload gives none (NCCL-like).
 DEFAULT_TREE_CHUNK = 512 * 1024
@@ -64,54 +63,83 @@ def _children(parent: list[int | None]) -> list[list[int]]:
     return kids
 
 
-def _reduce_up(fabric: Fabric, gpus: Sequence[int], r: int, parent: int | None, kids: list[int], chunks: int,
-               chunk: float, up: Arrivals, down: Arrivals, channel: int, job: int,
-               comm: int) -> Generator:
-    conn = Connection(gpus[r], gpus[parent], channel, job, comm) if parent is not None else None
-    for c in range(chunks):
-        for k in kids:
-            yield up.meet(r, (c, k))
-        if parent is not None:
-            fabric.send(gpus[r], gpus[parent], chunk, conn, event=up.meet(parent, (c, r)))
-        else:
-            down.meet(r, c).succeed()  # the root has the reduced chunk: its broadcast may start
+def _depths(parent: list[int | None]) -> np.ndarray:
+    depth = np.full(len(parent), -1, dtype=np.int64)
+    for r in range(len(parent)):
+        path = []
+        while r is not None and depth[r] < 0:
+            path.append(r)
+            r = parent[r]
+        d = -1 if r is None else depth[r]
+        for x in reversed(path):
+            d += 1
+            depth[x] = d
+    return depth
 
 
-def _broadcast_down(fabric: Fabric, gpus: Sequence[int], r: int, kids: list[int], chunks: int, chunk: float,
-                    down: Arrivals, channel: int, job: int,
-               comm: int) -> Generator:
-    conns = {k: Connection(gpus[r], gpus[k], channel, job, comm) for k in kids}
-    for c in range(chunks):
-        yield down.meet(r, c)
-        for k in kids:
-            fabric.send(gpus[r], gpus[k], chunk, conns[k], event=down.meet(k, c))
+def _one_tree(b: ScheduleBuilder, gpus: np.ndarray, parent: list[int | None], chunks: int, chunk: float,
+              channel: int, job: int, comm: int, tcp: bool, ready: np.ndarray) -> np.ndarray:
+    """Reduce up and broadcast down one tree; per rank, the task after which it holds the last reduced chunk."""
+    n = len(parent)
+    par = np.array([-1 if p is None else p for p in parent], dtype=np.int64)
+    kids = np.full((n + 1, 2), n, dtype=np.int64)  # row/entry n: nobody
+    for r, ks in enumerate(_children(parent)):
+        kids[r, :len(ks)] = ks
+    depth = _depths(parent)
+    root = int(np.flatnonzero(par < 0)[0])
+    # Up: every chunk of a rank leaves once that chunk has arrived from each of its children
+    # (deepest ranks first, so a message's dependencies come before it).
+    rows = np.array(sorted((r for r in range(n) if r != root), key=lambda r: (-depth[r], r)), dtype=np.int64)
+    up = np.full((n + 1, chunks), -1, dtype=np.int64)
+    up[rows] = np.arange(b.n_tasks, b.n_tasks + len(rows) * chunks).reshape(len(rows), chunks)
+    conn = b.connect(gpus[rows], gpus[par[rows]], channel, job, comm, tcp)
+    gate = np.broadcast_to(ready[rows, None], up[rows].shape)
+    b.send(np.repeat(conn, chunks), chunk, after=deps(up[kids[rows, 0]].ravel(), up[kids[rows, 1]].ravel(),
+                                                      gate.ravel()))
+    # The root holds reduced chunk j once it has arrived from its children.
+    have = np.full((n, chunks), -1, dtype=np.int64)
+    have[root] = b.join(after=deps(up[kids[root, 0]], up[kids[root, 1]], np.full(chunks, ready[root])))
+    # Down: a rank forwards chunk j to its children (in rank order) once it holds it.
+    rows = np.array(sorted(rows.tolist(), key=lambda r: (depth[r], par[r], r)), dtype=np.int64)
+    have[rows] = np.arange(b.n_tasks, b.n_tasks + len(rows) * chunks).reshape(len(rows), chunks)
+    conn = b.connect(gpus[par[rows]], gpus[rows], channel, job, comm, tcp)
+    b.send(np.repeat(conn, chunks), chunk, after=have[par[rows]].ravel())
+    return have[:, -1]
 
 
 @register_algorithm("tree", "allreduce")
-def tree_allreduce(env: simpy.Environment, fabric: Fabric, gpus: Sequence[int], size_bytes: float, *,
-                   channels: int = 1, job: int = 0, comm: int = 0, chunk_bytes: float | None = None) -> Generator:
+def tree_allreduce(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *, channels: int = 1, job: int = 0,
+                   comm: int = 0, chunk_bytes: float | None = None, tcp: bool = False,
+                   ready: int | np.ndarray | None = None, gpu_host: Sequence[int] | None = None) -> np.ndarray:
     """Double binary tree allreduce (NCCL Tree): half the buffer per tree, reduce up then broadcast down.
 
-    Each tree's half is cut into chunks of ``chunk_bytes`` (default 512 KiB) that flow up and down
-    concurrently (a rank forwards chunk c as soon as it has it). Time on a non-blocking fabric is
-    about ``2 h alpha + 2M/B`` for trees of depth h, plus a pipeline fill of a few chunks.
-    ``channels`` splits each tree's half further over parallel copies (own connections).
+    Each tree's half is cut into C chunks of about ``chunk_bytes`` (default 512 KiB) that flow up
+    and down concurrently: a rank sends chunk j to its parent once chunk j has arrived from each
+    of its children, the root holds it then, and a rank forwards chunk j to its children once it
+    has arrived from its parent. ``channels`` splits each tree's half further over parallel copies
+    (own connections: channel ``2c + t`` for copy c of tree t).
+
+    On a non-blocking fabric the time is about ``2 h alpha + 2M/B`` for trees of height h, plus a
+    pipeline fill of a few chunks (a rank is interior in one tree and a leaf in the other, so its
+    ports carry both). The dependency critical path alone, every message alone at B and each
+    connection sending its chunks one after another, is ``(C - 1 + 2h) c/B + 2h alpha`` for chunks
+    of c = M/(2 channels C) and the taller tree's height h.
+
+    Examples
+    --------
+    >>> b = ScheduleBuilder()
+    >>> ends = tree_allreduce(b, [0, 1, 2, 3], 2e6, chunk_bytes=1e6)
+    >>> b.build().n_sends   # per tree: 3 edges up and down, one chunk each
+    12
     """
     n = len(gpus)
+    ready = per_rank(ready, n)
     if n < 2:
-        return
+        return ready
     chunk_size = chunk_bytes or DEFAULT_TREE_CHUNK
     half = size_bytes / 2 / channels
     chunks = max(1, math.ceil(half / chunk_size))
-    procs = []
-    for t, parent in enumerate(double_binary_trees(n)):
-        kids = _children(parent)
-        for c in range(channels):
-            up, down = Arrivals(env, n), Arrivals(env, n)
-            ch = 2 * c + t
-            for r in range(n):
-                procs.append(env.process(_reduce_up(fabric, gpus, r, parent[r], kids[r], chunks, half / chunks, up,
-                                                    down, ch, job, comm)))
-                procs.append(env.process(_broadcast_down(fabric, gpus, r, kids[r], chunks, half / chunks, down, ch,
-                                                         job, comm)))
-    yield env.all_of(procs)
+    gpu = np.asarray(gpus, dtype=np.int64)
+    last = [_one_tree(b, gpu, parent, chunks, half / chunks, 2 * c + t, job, comm, tcp, ready)
+            for t, parent in enumerate(double_binary_trees(n)) for c in range(channels)]
+    return end_of(b, np.stack(last, axis=1))

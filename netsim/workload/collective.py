@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from netsim.collectives import CollectiveRecord, get_algorithm
+from netsim.collectives import CollectiveRecord, run_collective
 from netsim.collectives.ideal import IdealModel
 from netsim.config import CollectiveWorkload, SequenceWorkload
 from netsim.engine import Fabric
@@ -147,15 +147,15 @@ def _run_step(env, fabric, step, records, ideal, job) -> Generator:
     if isinstance(step, SequencePlan):
         yield from run_workload(env, fabric, step, records=records, ideal=ideal, job=job)
         return
-    run = get_algorithm(step.op, step.algorithm)
     if step.tcp:
         fabric.use_tcp(job, step.comm)
     bound = ideal.ideal(step.op, step.algorithm, step.gpus, step.size_bytes, channels=step.channels,
                         chunk_bytes=step.chunk_bytes, tcp=step.tcp) if ideal is not None else None
     for _ in range(step.iterations):
         start = env.now
-        yield env.process(run(env, fabric, step.gpus, step.size_bytes, channels=step.channels, job=job,
-                              comm=step.comm, chunk_bytes=step.chunk_bytes))
+        yield env.process(run_collective(env, fabric, step.op, step.algorithm, step.gpus, step.size_bytes,
+                                         channels=step.channels, job=job, comm=step.comm,
+                                         chunk_bytes=step.chunk_bytes, tcp=step.tcp))
         records.append(CollectiveRecord(
             job, step.calls, step.op, step.algorithm, step.size_bytes, len(step.gpus), step.channels, start, env.now,
             ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,

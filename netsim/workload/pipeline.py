@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from netsim.collectives import CollectiveRecord, get_algorithm
+from netsim.collectives import CollectiveRecord, get_algorithm, run_collective
 from netsim.collectives.ideal import IdealModel
 from netsim.config import TrainingWorkload
 from netsim.engine import Fabric
+from netsim.engine.model import ScheduleBuilder
 from netsim.errors import ConfigError
 from netsim.routing.base import Connection
 from netsim.topology import Topology
@@ -171,18 +172,6 @@ def plan_training(spec: TrainingWorkload, gpus: list[int], topology: Topology, *
     return plan
 
 
-class _NullFabric:
-    """Delivers every message at once: runs an algorithm only to see whether it accepts a group."""
-
-    def __init__(self, env: simpy.Environment, topology: Topology):
-        self.env, self.topology = env, topology
-
-    def send(self, src, dst, size_bytes, connection=None, *, cap_Bps=math.inf, event=None) -> simpy.Event:
-        event = event if event is not None else self.env.event()
-        event.succeed()
-        return event
-
-
 def _check_algorithms(plan: TrainingPlan, topology: Topology) -> None:
     """ConfigError (at ``workload.tp_comm/dp_comm.algorithm``) when a TP or DP group does not suit the
     chosen algorithm (e.g. halving-doubling on 3 ranks), before anything is simulated."""
@@ -194,19 +183,17 @@ def _check_algorithms(plan: TrainingPlan, topology: Topology) -> None:
         for op in (("reduce_scatter", "allgather") if par.sharded_optimizer else ("allreduce",)):
             checks.append(("dp_comm", "DP", op, spec.dp_comm, plan.dp_groups.values()))
     for key, kind, op, comm_spec, groups in checks:
-        run = get_algorithm(op, comm_spec.algorithm, f"workload.{key}")
+        build = get_algorithm(op, comm_spec.algorithm, f"workload.{key}")
         seen: set[tuple[int, ...]] = set()
         for comm in groups:
             shape = tuple(int(topology.gpu_host[g]) for g in comm.gpus)  # what an algorithm may care about
             if shape in seen:
                 continue
             seen.add(shape)
-            env = simpy.Environment()
             try:
-                env.process(run(env, _NullFabric(env, topology), list(comm.gpus), 1.0, channels=comm_spec.channels))
-                env.run()
+                build(ScheduleBuilder(), list(comm.gpus), 1.0, channels=comm_spec.channels,
+                      gpu_host=topology.gpu_host)
             except ConfigError as exc:
-                exc = exc.__cause__ if isinstance(exc.__cause__, ConfigError) else exc  # simpy re-raises a copy
                 raise ConfigError(f"{exc.message} ({kind} groups have {len(comm.gpus)} ranks)",
                                   f"workload.{key}.algorithm") from None
 
@@ -270,9 +257,8 @@ class _Iteration:
                     label: str) -> Generator:
         env = self.env
         start = env.now
-        run = get_algorithm(op, algorithm)
-        yield env.process(run(env, self.fabric, list(comm.gpus), size, channels=channels, job=self.plan.job,
-                              comm=comm.comm))
+        yield env.process(run_collective(env, self.fabric, op, algorithm, list(comm.gpus), size, channels=channels,
+                                         job=self.plan.job, comm=comm.comm, tcp=comm.tcp))
         bound = self.ideal.ideal(op, algorithm, comm.gpus, size, channels=channels, tcp=comm.tcp) \
             if self.ideal is not None else None
         self.records.append(CollectiveRecord(
