@@ -1,7 +1,7 @@
 """A netsim scenario's fabric and communication in SimGrid 4.x, through SimGrid's Python bindings.
 
 Runs in SimGrid's own virtualenv (see README.md), never in netsim's: ``python model.py PLAN.json``
-with a plan written by ``plan.py``. Prints one JSON line: the simulated completion time, the flows
+with a plan written by ``plan.py`` (``model.cpp`` is the same model in C++). Prints one JSON line: the simulated completion time, the flows
 SimGrid simulated, and the wall time of building the platform and of the simulation.
 
 The model is SimGrid's LMM (fluid max-min sharing, as in netsim), configured to be plain max-min:
@@ -173,8 +173,24 @@ def ring(engine: Engine, fab: Fabric) -> dict:
     return {"sim_time_s": Engine.clock, "flows": flows[0]}
 
 
+def read_plan(path: str) -> dict:
+    """The plan ``plan.py`` wrote: scalar fields, then ``messages`` as ``[src, dst, spine]`` lists."""
+    lines = Path(path).read_text().splitlines()
+    if lines[0] != "netsim-simgrid-plan 1":
+        raise SystemExit(f"{path}: not a plan written by plan.py")
+    plan: dict = {}
+    for i, line in enumerate(lines[1:], 1):
+        key, value = line.split(" ", 1)
+        if key == "messages":
+            plan[key] = [[int(x) for x in m.split()] for m in lines[i + 1:i + 1 + int(value)]]
+            break
+        plan[key] = int(value) if value.lstrip("-").isdigit() else (
+            float(value) if value[0].isdigit() or value[0] == "-" else value)
+    return plan
+
+
 def main(path: str) -> None:
-    plan = json.loads(Path(path).read_text())
+    plan = read_plan(path)
     t0 = time.perf_counter()
     engine = Engine([sys.argv[0], *CONFIG])
     fab = Fabric(engine, plan)
@@ -182,7 +198,8 @@ def main(path: str) -> None:
     result = (alltoall if plan["pattern"] == "alltoall" else ring)(engine, fab)
     t2 = time.perf_counter()
     print(json.dumps({"scenario": plan["scenario"], "pattern": plan["pattern"], "routing": plan["routing"],
-                      "latency": plan["latency"], "simgrid": simgrid.simgrid_version, "hosts": plan["hosts"],
+                      "latency": plan["latency"], "simgrid": simgrid.simgrid_version, "bindings": "Python",
+                      "hosts": plan["hosts"],
                       "links": fab.n_links, **result, "build_s": round(t1 - t0, 3), "run_s": round(t2 - t1, 3)}))
 
 

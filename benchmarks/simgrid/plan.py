@@ -1,7 +1,7 @@
 """A netsim scenario file as the plan a SimGrid model runs: the fabric, each message's route, the pattern.
 
-Runs in the project's virtualenv (PyYAML, numpy) and writes plain JSON that ``model.py`` reads in
-SimGrid's virtualenv, which has neither. It reads the YAML itself rather than through netsim's
+Runs in the project's virtualenv (PyYAML, numpy) and writes a plain text file that ``model.py``
+(in SimGrid's virtualenv, which has neither) and ``model.cpp`` read. It reads the YAML itself rather than through netsim's
 config loader, so that the SimGrid side does not depend on netsim's code (netsim's engine is being
 rewritten in the same tree); the few fields it reads are checked, and anything else is refused.
 
@@ -24,7 +24,6 @@ Routes. A pair on one leaf has one path (NIC up, NIC down). A pair on two leaves
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -187,7 +186,16 @@ def check_ecmp(scenario: str | Path) -> int:
     return len(plan["messages"])
 
 
+#: The plan's scalar fields, in the order a plan file lists them (model.cpp reads them in this order).
+FIELDS = ("scenario", "pattern", "routing", "latency", "hosts", "leaves", "spines", "hosts_per_leaf", "nic_Bps",
+          "nic_latency_s", "overhead_s", "uplink_Bps", "uplink_latency_s", "message_bytes", "steps")
+
+
 def write_plan(plan: dict, path: Path) -> Path:
-    """Write ``plan`` as JSON (the messages as one compact list)."""
-    path.write_text(json.dumps(plan, separators=(",", ":")))
+    """Write ``plan`` as text both models read: ``key value`` lines, then ``messages N`` and N ``src dst spine``."""
+    lines = ["netsim-simgrid-plan 1"] + [f"{key} {plan[key]!r}" if isinstance(plan[key], float) else
+                                         f"{key} {plan[key]}" for key in FIELDS]
+    lines.append(f"messages {len(plan['messages'])}")
+    lines += [f"{s} {d} {spine}" for s, d, spine in plan["messages"]]
+    path.write_text("\n".join(lines) + "\n")
     return path

@@ -32,7 +32,10 @@ HERE = Path(__file__).resolve().parent
 BENCH = HERE.parent
 SCENARIOS = BENCH / "scenarios"
 DEFAULT = ("a2a-256-spray", "a2a-256-ecmp", "ring-1024")
-SIMGRID_PYTHON = Path(os.environ.get("NETSIM_SIMGRID_PYTHON", Path.home() / ".cache/netsim-simgrid/venv/bin/python"))
+CACHE = Path.home() / ".cache/netsim-simgrid"
+SIMGRID_PYTHON = Path(os.environ.get("NETSIM_SIMGRID_PYTHON", CACHE / "venv/bin/python"))
+SIMGRID_PREFIX = Path(os.environ.get("NETSIM_SIMGRID_PREFIX", CACHE / "prefix"))
+MODEL_CPP = CACHE / "bin/model-cpp"
 
 INSTALL = f"""SimGrid is not installed for this benchmark (looked for {SIMGRID_PYTHON}).
 Install it in its own virtualenv (about 5 minutes on 2 cores; see benchmarks/simgrid/README.md):
@@ -41,6 +44,9 @@ Install it in its own virtualenv (about 5 minutes on 2 cores; see benchmarks/sim
     python3.11 -m venv ~/.cache/netsim-simgrid/venv
     ~/.cache/netsim-simgrid/venv/bin/pip install 'pybind11<3' setuptools wheel
     ~/.cache/netsim-simgrid/venv/bin/pip install --no-build-isolation simgrid==4.1
+
+and, for the C++ model (SimGrid at its own speed), its headers and library under {SIMGRID_PREFIX}
+(README.md says how).
 """
 
 sys.path.insert(0, str(HERE))
@@ -60,6 +66,19 @@ def simgrid_env() -> dict | None:
     env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [found.stdout.strip(), env.get("LD_LIBRARY_PATH")]))
     check = subprocess.run([str(SIMGRID_PYTHON), "-c", "import simgrid"], capture_output=True, env=env, check=False)
     return env if check.returncode == 0 else None
+
+
+def build_cpp() -> Path | None:
+    """Compile model.cpp against the SimGrid under SIMGRID_PREFIX (when newer than the binary); None without it."""
+    if not (SIMGRID_PREFIX / "include/simgrid/s4u.hpp").exists():
+        return None
+    source = HERE / "model.cpp"
+    if not MODEL_CPP.exists() or MODEL_CPP.stat().st_mtime < source.stat().st_mtime:
+        MODEL_CPP.parent.mkdir(parents=True, exist_ok=True)
+        lib = SIMGRID_PREFIX / "lib"
+        subprocess.run(["g++", "-O2", "-std=c++17", str(source), f"-I{SIMGRID_PREFIX / 'include'}", f"-L{lib}",
+                        f"-Wl,-rpath,{lib}", "-lsimgrid", "-o", str(MODEL_CPP)], check=True)
+    return MODEL_CPP
 
 
 def timed(cmd: list[str], env: dict, cwd: str | None, timeout: float | None) -> dict:
@@ -83,9 +102,9 @@ def timed(cmd: list[str], env: dict, cwd: str | None, timeout: float | None) -> 
             "stdout": outer["out"]}
 
 
-def time_simgrid(plan_path: Path, env: dict, timeout: float | None) -> dict:
-    """One SimGrid model run: its printed result, wall time and peak RSS."""
-    row = timed([str(SIMGRID_PYTHON), str(HERE / "model.py"), str(plan_path)], env, None, timeout)
+def time_simgrid(model: list[str], plan_path: Path, env: dict, timeout: float | None) -> dict:
+    """One SimGrid model run (``model``: the command before the plan): its result, wall time and peak RSS."""
+    row = timed([*model, str(plan_path)], env, None, timeout)
     if row["status"] == "ok":
         row = {**json.loads(row.pop("stdout").strip().splitlines()[-1]), **row}
     return row
@@ -136,6 +155,9 @@ def main() -> None:
                         help="routes in SimGrid (default: the scenario's; spray scenarios get dmodk)")
     parser.add_argument("--latency", choices=("netsim", "simgrid"), default="netsim",
                         help="netsim: latency added after the last byte (netsim's model); simgrid: CM02's own")
+    parser.add_argument("--bindings", choices=("cpp", "python", "both"), default="cpp",
+                        help="which model runs: model.cpp (default; model.py when SimGrid's C++ side is not there), "
+                             "model.py through SimGrid's Python bindings, or both")
     parser.add_argument("--netsim", action="store_true", help="also run netsim on each scenario now")
     parser.add_argument("--netsim-tree", help="with --netsim: the netsim source tree to run (another commit's checkout)")
     parser.add_argument("--check-routes", action="store_true", help="compare every ECMP route with netsim's policy")
@@ -145,6 +167,15 @@ def main() -> None:
     if env is None:
         print(INSTALL)
         return
+    models = {}
+    if args.bindings in ("cpp", "both"):
+        cpp = build_cpp()
+        if cpp is not None:
+            models["C++"] = [str(cpp)]
+        else:
+            print(f"(no SimGrid headers under {SIMGRID_PREFIX}: the C++ model is skipped; see README.md)")
+    if args.bindings in ("python", "both") or not models:
+        models["Python"] = [str(SIMGRID_PYTHON), str(HERE / "model.py")]
     names = args.scenarios or list(DEFAULT)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, python {platform.python_version()}; "
           f"{time.strftime('%Y-%m-%d %H:%M')}")
@@ -160,27 +191,32 @@ def main() -> None:
                 continue
             if args.check_routes and plan["routing"] == "ecmp":
                 print(f"{stem}: {check_ecmp(path)} ECMP routes identical to netsim's", flush=True)
-            row = time_simgrid(write_plan(plan, Path(tmp) / f"{stem}.json"), env, args.timeout)
-            row = {"scenario": stem, "routing": plan["routing"], "latency": plan["latency"], **row,
-                   **netsim_numbers(stem, path, args.netsim, args.netsim_tree, args.timeout)}
-            if row.get("status") == "ok" and row.get("netsim_sim_s"):
-                row["sim_rel_diff"] = row["sim_time_s"] / row["netsim_sim_s"] - 1
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+            plan_path = write_plan(plan, Path(tmp) / f"{stem}.plan")
+            theirs = netsim_numbers(stem, path, args.netsim, args.netsim_tree, args.timeout)
+            for bindings, model in models.items():
+                row = time_simgrid(model, plan_path, env, args.timeout)
+                row = {"scenario": stem, "routing": plan["routing"], "latency": plan["latency"],
+                       "bindings": bindings, **row, **theirs}
+                if row.get("status") == "ok" and row.get("netsim_sim_s"):
+                    row["sim_rel_diff"] = row["sim_time_s"] / row["netsim_sim_s"] - 1
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     print()
-    print(f"{'scenario':<16} {'routing':<7} {'flows':>9} {'SimGrid wall':>12} {'RSS':>9} {'netsim wall':>11} "
-          f"{'RSS':>9} {'SimGrid sim':>15} {'netsim sim':>15} {'rel diff':>9}")
+    print(f"{'scenario':<16} {'routing':<7} {'SimGrid':<7} {'flows':>9} {'SimGrid wall':>12} {'RSS':>9} "
+          f"{'netsim wall':>11} {'RSS':>9} {'SimGrid sim':>15} {'netsim sim':>15} {'rel diff':>9}")
     for r in rows:
-        print(f"{r['scenario']:<16} {r['routing']:<7} {_num(r, 'flows', ',d'):>9} {_num(r, 'wall_s', '.2f', ' s'):>12} "
-              f"{_num(r, 'peak_rss_MiB', '.0f', ' MiB'):>9} {_num(r, 'netsim_wall_s', '.2f', ' s'):>11} "
-              f"{_num(r, 'netsim_peak_rss_MiB', '.0f', ' MiB'):>9} {_num(r, 'sim_time_s', '.10g'):>15} "
-              f"{_num(r, 'netsim_sim_s', '.10g'):>15} {_num(r, 'sim_rel_diff', '.1e'):>9}")
+        print(f"{r['scenario']:<16} {r['routing']:<7} {r['bindings']:<7} {_num(r, 'flows', ',d'):>9} "
+              f"{_num(r, 'wall_s', '.2f', ' s'):>12} {_num(r, 'peak_rss_MiB', '.0f', ' MiB'):>9} "
+              f"{_num(r, 'netsim_wall_s', '.2f', ' s'):>11} {_num(r, 'netsim_peak_rss_MiB', '.0f', ' MiB'):>9} "
+              f"{_num(r, 'sim_time_s', '.10g'):>15} {_num(r, 'netsim_sim_s', '.10g'):>15} "
+              f"{_num(r, 'sim_rel_diff', '.1e'):>9}")
 
 
 def _num(row: dict, key: str, fmt: str, unit: str = "") -> str:
     """``row[key]`` formatted, or a dash when it is missing."""
     v = row.get(key)
     return format(v, fmt) + unit if isinstance(v, (int, float)) and not math.isinf(v) else "-"
+
 
 if __name__ == "__main__":
     main()
