@@ -128,8 +128,8 @@ _SCHEDULED = (
     ("halving_doubling", "allreduce", halving_doubling_schedule,
      "Rabenseifner allreduce (n a power of two): ``2 log2(n) alpha + 2(n-1)/n M/B``."),
     ("direct", "allreduce", lambda n, m: direct_schedule(n, m, rounds=2),
-     "Direct allreduce: all-pairs reduce-scatter then all-pairs allgather, ``2(alpha + (n-1)M/(nB))`` "
-     "(a rank's n-1 messages of a round share its NIC)."),
+     ("Direct allreduce: all-pairs reduce-scatter then all-pairs allgather, ``2(alpha + (n-1)M/(nB))`` "
+      "(a rank's n-1 messages of a round share its NIC).")),
     ("star", "allreduce", star_schedule,
      "Star allreduce: gather to rank 0 and send back, ``2(alpha + (n-1)M/B)`` (rank 0's NIC is the bottleneck)."),
     ("direct", "alltoall", direct_schedule,
@@ -139,8 +139,8 @@ _SCHEDULED = (
     ("binomial", "broadcast", binomial_broadcast_schedule,
      "Binomial-tree broadcast from rank 0: ``ceil(log2 n)(alpha + M/B)``."),
     ("binomial", "reduce", binomial_reduce_schedule,
-     "Binomial-tree reduce to rank 0: ``ceil(log2 n)(alpha + M/B)`` for n a power of two (otherwise a leaf "
-     "that need not wait sends in the first round, sharing its parent's NIC)."),
+     ("Binomial-tree reduce to rank 0: ``ceil(log2 n)(alpha + M/B)`` for n a power of two (otherwise a leaf "
+      "that need not wait sends in the first round, sharing its parent's NIC).")),
 )
 
 for _name, _op, _steps, _doc in _SCHEDULED:
