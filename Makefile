@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all bench clean
+.PHONY: demo test test-all bench bench-simgrid clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need Python 3.11 as '$(PYTHON)' (override with PYTHON=...)"; exit 1; }
@@ -29,6 +29,11 @@ test-all: $(STAMP)
 # pick some with: make bench BENCH="ring-256 s3-alltoall-256"
 bench: $(STAMP)
 	$(PY) benchmarks/run.py $(BENCH)
+
+# SimGrid 4.x on the same scenario files, next to netsim's numbers (benchmarks/simgrid/README.md);
+# SimGrid is not a dependency: without it this says how to install it
+bench-simgrid: $(STAMP)
+	$(PY) benchmarks/simgrid/run.py $(BENCH)
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .hypothesis

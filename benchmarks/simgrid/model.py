@@ -26,9 +26,9 @@ path latency after its last byte has drained. Two latency modes therefore:
   exactly, and the simulated times agree with netsim's to SimGrid's precision;
 - ``simgrid``: the links carry their latencies and CM02 does what it does. Where no flow shares a
   link (the rank-order ring: every flow has its NIC links alone, and the inter-leaf hops land on
-  distinct spine links) this is the same model too: latency + size / bandwidth per message.
-  Where flows share links (the all-to-all), the results differ from netsim's, by the mechanism
-  above.
+  distinct spine links) this is the same model too: latency + size / bandwidth per message, and
+  it spares SimGrid one sleep per message. ``plan.py`` picks it then (``auto``). Where flows share
+  links (the all-to-all), the results differ from netsim's, by the mechanism above.
 
 Routes are explicit, one per host pair, in a Full zone. A sprayed message (``routing: spray``) is
 split into one flow per spine; since a zone has one route per host pair, each host gets one

@@ -118,13 +118,31 @@ def read_scenario(path: Path) -> SimpleNamespace:
         uplink_Bps=quantity(uplink["bandwidth"], "bandwidth"), uplink_latency_s=quantity(uplink.get("latency", 0), "time"))
 
 
-def make_plan(scenario: str | Path, routing: str | None = None, latency: str = "netsim") -> dict:
+def shares_links(messages: list[tuple[int, int, int]], hosts_per_leaf: int) -> bool:
+    """True when two connections of ``messages`` cross one link (one direction of one cable)."""
+    seen: set[tuple] = set()
+    for s, d, spine in messages:
+        links = [("nic up", s), ("nic down", d)]
+        if spine == ALL_SPINES:
+            return True
+        if spine != SAME_LEAF:
+            links += [("up", s // hosts_per_leaf, spine), ("down", spine, d // hosts_per_leaf)]
+        for link in links:
+            if link in seen:
+                return True
+            seen.add(link)
+    return False
+
+
+def make_plan(scenario: str | Path, routing: str | None = None, latency: str = "auto") -> dict:
     """The plan of ``scenario``: fabric numbers, pattern and one ``[src, dst, spine]`` per connection.
 
     ``routing`` defaults to the scenario's (``spray`` scenarios get ``dmodk``, the balanced routes
     with one flow per message; pass ``spray`` for the split). ``latency`` is ``netsim`` (the model
     adds each message's path latency after its last byte, as netsim does) or ``simgrid``
-    (SimGrid's own CM02 latency, see model.py).
+    (SimGrid's own CM02 latency, see model.py); ``auto`` picks ``simgrid`` when no two connections
+    share a link (then it is netsim's model too, and costs SimGrid no extra event per message) and
+    ``netsim`` otherwise.
     """
     sc = read_scenario(Path(scenario))
     routing = routing or ("ecmp" if sc.routing == "ecmp" else "dmodk")
@@ -149,6 +167,8 @@ def make_plan(scenario: str | Path, routing: str | None = None, latency: str = "
         else:
             spine = ALL_SPINES
         messages.append((s, d, spine))
+    if latency == "auto":
+        latency = "netsim" if shares_links(messages, hpl) else "simgrid"
     return {
         "scenario": Path(scenario).stem, "pattern": pattern, "routing": routing, "latency": latency,
         "hosts": n, "leaves": sc.leaves, "spines": sc.spines, "hosts_per_leaf": hpl,

@@ -153,8 +153,10 @@ def main() -> None:
     parser.add_argument("scenarios", nargs="*")
     parser.add_argument("--routing", choices=("ecmp", "dmodk", "spray"),
                         help="routes in SimGrid (default: the scenario's; spray scenarios get dmodk)")
-    parser.add_argument("--latency", choices=("netsim", "simgrid"), default="netsim",
-                        help="netsim: latency added after the last byte (netsim's model); simgrid: CM02's own")
+    parser.add_argument("--latency", choices=("auto", "netsim", "simgrid"), default="auto",
+                        help="netsim: latency added after the last byte (netsim's model); simgrid: CM02's own; "
+                             "auto (default): simgrid where no two connections share a link (the same model "
+                             "then), netsim otherwise")
     parser.add_argument("--bindings", choices=("cpp", "python", "both"), default="cpp",
                         help="which model runs: model.cpp (default; model.py when SimGrid's C++ side is not there), "
                              "model.py through SimGrid's Python bindings, or both")
@@ -202,10 +204,10 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     print()
-    print(f"{'scenario':<16} {'routing':<7} {'SimGrid':<7} {'flows':>9} {'SimGrid wall':>12} {'RSS':>9} "
+    print(f"{'scenario':<16} {'routing':<7} {'latency':<7} {'SimGrid':<7} {'flows':>9} {'SimGrid wall':>12} {'RSS':>9} "
           f"{'netsim wall':>11} {'RSS':>9} {'SimGrid sim':>15} {'netsim sim':>15} {'rel diff':>9}")
     for r in rows:
-        print(f"{r['scenario']:<16} {r['routing']:<7} {r['bindings']:<7} {_num(r, 'flows', ',d'):>9} "
+        print(f"{r['scenario']:<16} {r['routing']:<7} {r['latency']:<7} {r['bindings']:<7} {_num(r, 'flows', ',d'):>9} "
               f"{_num(r, 'wall_s', '.2f', ' s'):>12} {_num(r, 'peak_rss_MiB', '.0f', ' MiB'):>9} "
               f"{_num(r, 'netsim_wall_s', '.2f', ' s'):>11} {_num(r, 'netsim_peak_rss_MiB', '.0f', ' MiB'):>9} "
               f"{_num(r, 'sim_time_s', '.10g'):>15} {_num(r, 'netsim_sim_s', '.10g'):>15} "
