@@ -50,8 +50,8 @@ def spec(case: dict):
     })
 
 
-#: The Python reference; the compiled flow table with the ring's per-rank processes; the whole
-#: ring in one compiled call (``Fabric.run_ring``).
+#: The Python reference; the compiled flow table with the ring's schedule run message by message;
+#: the whole ring in one compiled call (``Fabric.run_ring``).
 ENGINES = ["python"] + (["compiled-processes", "compiled-ring"] if COMPILED else [])
 
 

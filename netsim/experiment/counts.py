@@ -151,7 +151,7 @@ def _log2(n: int) -> int:
 
 
 def _ring(n: int, steps: int, size: float, c: int, chunk: float | None) -> tuple[int, int]:
-    """(messages, in flight) of ``steps`` ring steps on ``c`` channels (:func:`netsim.collectives.ring.ring`)."""
+    """(messages, in flight) of ``steps`` ring steps on ``c`` channels (:func:`netsim.collectives.ring.ring_steps`)."""
     k = _chunks(size / (n * c), chunk)
     return c * n * steps * k, c * n * k
 
