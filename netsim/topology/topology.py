@@ -15,6 +15,7 @@ import numpy as np
 from netsim.errors import NetsimError
 from netsim.topology.nic import NicProfile, same_fabric
 from netsim.topology.node import NodeModel
+from netsim.topology.pathsets import PathIndex, PathSets, path_sums
 
 #: Link kinds, stored as small integer codes in :attr:`LinkTable.kind`.
 LINK_KINDS = ("intra", "nic_up", "nic_down", "up", "down", "pcie", "local", "global")
@@ -149,6 +150,8 @@ class Topology:
         self._switch_graph = graph.subgraph(switches).copy()
         self._switch_paths: dict[tuple[int, int], list[Path]] = {}
         self._gpu_paths: dict[tuple[int, int], list[Path]] = {}
+        self._switch_pred: dict[int, dict[int, list[int]]] = {}
+        self._path_index: PathIndex | None = None
 
     def _local(self, gpu: int) -> tuple[NodeModel, int, int, list[int], int]:
         """(model, first GPU id, link base, NIC nodes, local index) of ``gpu``'s host."""
@@ -189,12 +192,32 @@ class Topology:
         else:
             paths = []
             g = self._switch_graph
-            for nodes in nx.all_shortest_paths(g, a, b):
+            for nodes in self._shortest_node_paths(a, b):
                 hops = [g.edges[u, v]["links"] for u, v in itertools.pairwise(nodes)]
                 paths.extend(itertools.product(*hops))
             paths.sort()
         self._switch_paths[key] = paths
         return paths
+
+    def _shortest_node_paths(self, a: int, b: int) -> list[list[int]]:
+        """Every fewest-hop node path from switch ``a`` to switch ``b`` (in no particular order: callers sort).
+
+        perf: one breadth-first search per source switch, cached, instead of one per pair (a
+        1,024-leaf fabric has a million leaf pairs and 1,024 leaves).
+        """
+        pred = self._switch_pred.get(a)
+        if pred is None:
+            pred = self._switch_pred[a] = nx.predecessor(self._switch_graph, a) if a in self._switch_graph else {}
+        if b not in pred:
+            return list(nx.all_shortest_paths(self._switch_graph, a, b))  # raises what networkx raises
+        out, stack = [], [[b]]
+        while stack:
+            tail = stack.pop()
+            if tail[-1] == a:
+                out.append(tail[::-1])
+            else:
+                stack.extend(tail + [u] for u in pred[tail[-1]])
+        return out
 
     def paths(self, src: int, dst: int, tcp: bool = False) -> list[Path]:
         """All equal-cost link paths from GPU ``src`` to GPU ``dst`` (sorted, cached).
@@ -298,6 +321,33 @@ class Topology:
         """Per-message overhead of a message from GPU ``src`` to GPU ``dst``."""
         profile = self.transport(src, dst, tcp)
         return self.intra_overhead_s if profile is None else profile.latency_s
+
+    # ------------------------------------------------------------------ batches of GPU pairs
+    def path_sets(self, src, dst, tcp=False) -> PathSets:
+        """The equal-cost paths of GPU pairs ``src[i] -> dst[i]`` as arrays (a :class:`PathSets`):
+        :meth:`paths` for a batch, without a Python list per pair.
+
+        Examples
+        --------
+        >>> from netsim.topology import leaf_spine
+        >>> topo = leaf_spine(leaves=2, spines=4, hosts_per_leaf=2, gpus_per_host=2, nics_per_host=1,
+        ...                   nic_bandwidth_Bps=1e9, uplink_bandwidth_Bps=1e9, intra_bandwidth_Bps=1e10)
+        >>> topo.path_sets([0, 0, 0], [0, 1, 7]).n.tolist()
+        [1, 1, 4]
+        """
+        if self._path_index is None:
+            self._path_index = PathIndex(self)
+        return self._path_index.batch(src, dst, tcp)
+
+    def path_latencies_s(self, ptr: np.ndarray, links: np.ndarray) -> np.ndarray:
+        """:meth:`path_latency_s` of every path of a CSR (path ``i`` is ``links[ptr[i]:ptr[i + 1]]``)."""
+        return path_sums(self.links.latency_s, np.asarray(ptr, dtype=np.int64), np.asarray(links, dtype=np.int64))
+
+    def message_overheads_s(self, src, dst, tcp=False) -> np.ndarray:
+        """:meth:`message_overhead_s` of GPU pairs ``src[i] -> dst[i]``."""
+        if self._path_index is None:
+            self._path_index = PathIndex(self)
+        return self._path_index.overheads_s(src, dst, tcp)
 
     def describe(self) -> dict:
         """Builder parameters plus counts, JSON-friendly (for manifests and summaries)."""
