@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, get_args, runtime_checkable
 
 import numpy as np
 
 from netsim.errors import ConfigError, UnitError
 from netsim.registry import Registry
+from netsim.routing.routes import Columns, as_connections, crossing, from_routes, replace_rows
 from netsim.topology import Topology
 from netsim.units import parse_time
+
+if TYPE_CHECKING:
+    from netsim.engine.model import RouteTable
 
 #: Default routing reconvergence after a link fault (est.): how long hashed ECMP keeps using a dead path.
 DEFAULT_RECONVERGENCE = "10ms"
@@ -93,24 +98,56 @@ class Window:
         return f"Window({list(self)!r})"
 
 
+#: When a policy decides a connection's routes (see :class:`RoutingPolicy`).
+Decides = Literal["connection", "first_use", "message"]
+DECIDES: tuple[str, ...] = get_args(Decides)
+
+
 @runtime_checkable
 class RoutingPolicy(Protocol):
-    """What every routing policy provides.
+    """What every routing policy provides: the routes of batches of connections, as a :class:`RouteTable`.
 
-    ``paths`` decides the routes of one connection. The Fabric also reads, when present:
+    Attributes
+    ----------
+    independent:
+        True when each route entry of a connection is its own sub-flow (its own queue pair and
+        max-min rate; a message completes when all its pieces have): ``split``, ``ethereal``,
+        ``min-split``. Otherwise a connection's entries are fixed fractions of one fluid flow
+        (spraying) and its route table has one piece.
+    decides:
+        ``"connection"``: a connection's routes depend only on the connection and the link state
+        (the policy hashes or seeds per connection), so any batch in any order gives the same routes.
+        ``"first_use"``: decided once, when the connection's first message starts, in start order,
+        because decisions depend on earlier ones (UGAL, adaptive, C4P). ``"message"``: decided again
+        for every message at the instant it starts (Ethereal's rotating windows).
+    reaction_s:
+        How long after a fault the policy learns of it (``links_changed`` is called then).
 
-    - ``plan(connections)``: called once per simulated instant with the connections of every
-      message that starts transmitting in it, before their ``paths`` are asked (batch decisions:
-      Ethereal, C4P);
-    - ``independent``: when true, each ``(path, fraction)`` entry of a connection's routes is its
-      own sub-flow (its own queue pair, its own max-min rate), and a message completes when all
-      its sub-flows have; otherwise the entries are fixed fractions of one fluid flow (spraying).
-      Routes may be a :class:`Window` (consecutive paths of a shared base list, one fraction):
-      the compiled engine then slices the pieces' incidence out of one cached array per base;
-    - ``links_changed(state)`` and ``reaction_s``: after a fault, once ``reaction_s`` has passed,
-      the policy is told ``state`` = ``{link: capacity fraction}`` of every link it knows to be
-      down (0) or degraded; the Fabric then moves in-flight messages whose routes changed.
+    Methods
+    -------
+    routes(connections):
+        The routes of a batch (a sequence of :class:`Connection` or a ``ConnectionTable``), one
+        row per entry of the batch. For ``first_use`` and ``message`` policies the batch is the
+        connections whose messages start at one instant, in start order; a policy that plans a
+        batch jointly (C4P, Ethereal) plans it here. Conventions: :mod:`netsim.routing.routes`.
+    links_changed(state):
+        The policy learns ``state`` = ``{link: capacity fraction}`` of every link it knows to be
+        down (0) or degraded; the routes it gives from then on avoid failed links.
+    paths(connection):
+        The routes of one connection as ``[(path, fraction), ...]``: the per-connection view,
+        for tests and tools (``routes([c])`` describes exactly these routes).
+
+    The first engine's Fabric still asks ``paths`` per message, and reads ``plan(batch)`` (C4P,
+    Ethereal, table) and ``fixed`` when present; they stay until the engine calls ``routes``.
     """
+
+    independent: bool
+    decides: Decides
+    reaction_s: float
+
+    def routes(self, connections: Sequence[Connection]) -> RouteTable: ...
+
+    def links_changed(self, state: dict[int, float]) -> None: ...
 
     def paths(self, connection: Connection) -> Routes: ...
 
@@ -119,17 +156,39 @@ class PolicyBase:
     """Fault plumbing shared by the policies: the links they know to be down or degraded.
 
     Subclasses set ``reaction_s`` (how long after a fault they learn of it) and call
-    :meth:`live` to drop paths over failed links from their candidates.
+    :meth:`live` to drop paths over failed links from their candidates. The default
+    :meth:`routes` asks :meth:`paths` connection by connection.
     """
 
     independent = False
+    decides: Decides = "connection"
     reaction_s = 0.0
     #: True when a connection's routes, once decided, change only through ``links_changed``.
     fixed = False
+    topology: Topology
 
     def __init__(self) -> None:
         self.link_state: dict[int, float] = {}
         self.failed: frozenset[int] = frozenset()
+
+    def routes(self, connections: Sequence[Connection]) -> RouteTable:
+        """The routes of a batch, from :meth:`paths` of each connection in batch order."""
+        conns = as_connections(connections)
+        return from_routes(self.topology, conns, [self.paths(c) for c in conns], self.independent)
+
+    def decide_failed(self, table: RouteTable, cols: Columns, owner: np.ndarray, decide) -> RouteTable:
+        """``table`` (of the connections ``cols``; piece ``p`` belongs to connection ``owner[p]``) with
+        every connection that has a piece over a failed link decided again, one by one, by
+        ``decide(connection) -> Routes``: faults are rare, so their exceptions are Python."""
+        if not self.failed:
+            return table
+        hit = np.zeros(len(cols), dtype=bool)
+        hit[owner[crossing(table, self.failed)]] = True
+        rows = np.flatnonzero(hit)
+        if not len(rows):
+            return table
+        conns = [Connection(s, d, c, j, m, bool(t)) for s, d, c, j, m, t in zip(*(col[rows].tolist() for col in cols))]
+        return replace_rows(table, rows, from_routes(self.topology, conns, [decide(c) for c in conns], self.independent))
 
     def live(self, paths: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
         """``paths`` without those crossing a failed link (all of them when none is left: they stall)."""

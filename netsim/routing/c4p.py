@@ -9,6 +9,7 @@ import numpy as np
 
 from netsim.errors import ConfigError
 from netsim.routing.base import ROUTING, Connection, PolicyBase, Routes, option_time
+from netsim.routing.routes import as_connections, from_routes
 from netsim.topology import LINK_KINDS, Topology
 
 def _order(conn: Connection) -> tuple[int, ...]:
@@ -43,6 +44,8 @@ class C4P(PolicyBase):
         Longest chain of moves tried to make room before a new connection would raise the busiest
         planned link (default 4; 0 = plain greedy).
     """
+
+    decides = "first_use"
 
     def __init__(self, topology: Topology, rng: np.random.Generator | None = None, detection: str | float = "1ms",
                  repair: int = 4):
@@ -201,6 +204,12 @@ class C4P(PolicyBase):
         new = {c for c in connections if c not in self._routes}
         for conn in sorted(new, key=_order):
             self._assign(conn)
+
+    def routes(self, connections):
+        """Plan the batch's new connections (:meth:`plan`), then the planned path of each."""
+        conns = as_connections(connections)
+        self.plan(conns)
+        return from_routes(self.topology, conns, [self.paths(c) for c in conns], self.independent)
 
     def paths(self, connection: Connection) -> Routes:
         """The planned path of ``connection`` (planned now if it was not yet)."""

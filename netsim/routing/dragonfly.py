@@ -24,6 +24,7 @@ class _Dragonfly(PolicyBase):
 
     #: Each connection keeps the routes it got on first use until a fault (Fabric.run_ring relies on it).
     fixed = True
+    decides = "connection"  # minimal, valiant: each connection's own random stream
 
     name = "dragonfly policy"
 
@@ -210,6 +211,7 @@ class UGAL(_Dragonfly):
     """
 
     name = "ugal"
+    decides = "first_use"  # the choice depends on the load of the connections routed before
 
     def __init__(self, topology: Topology, rng: np.random.Generator, candidates: int = 1,
                  reconvergence: str | float = DEFAULT_RECONVERGENCE):
@@ -243,6 +245,7 @@ class Adaptive(_Dragonfly):
     """
 
     name = "adaptive"
+    decides = "first_use"  # the shares depend on the load of the connections routed before
 
     def __init__(self, topology: Topology, rng: np.random.Generator, minimal: int = 2, nonminimal: int = 2,
                  reconvergence: str | float = DEFAULT_RECONVERGENCE):

@@ -16,6 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from netsim.routing.base import ROUTING, Connection, PolicyBase, Routes, Window, option_time
+from netsim.routing.routes import as_connections, from_routes
 from netsim.topology import LINK_KINDS, Topology
 
 #: Link kinds that distinguish one "uplink" choice from another: the sender's NIC port and the core.
@@ -90,6 +91,7 @@ class Ethereal(PolicyBase):
     """
 
     independent = True
+    decides = "message"
     splitter = staticmethod(equal_split)
     #: The splitter gives every flow consecutive uplinks with one fraction: routes are Windows.
     windows = True
@@ -160,6 +162,13 @@ class Ethereal(PolicyBase):
             return Window(self.options(conn.src, conn.dst, conn.tcp)[2], at, k, frac)
         by_key = self.options(conn.src, conn.dst, conn.tcp)[1]  # some uplinks failed: the live ones
         return Window(tuple(by_key[key] for key in live), at, k, frac)
+
+    def routes(self, connections):
+        """Plan the batch (:meth:`plan`: the sends starting in one instant), then each one's pieces."""
+        conns = as_connections(connections)
+        self.plan(conns)
+        planned = self._routes
+        return from_routes(self.topology, conns, [planned[c] for c in conns], self.independent)
 
     def paths(self, connection: Connection) -> Routes:
         """The pieces planned for ``connection`` in its latest batch (a batch of its own if none)."""

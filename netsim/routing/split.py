@@ -7,6 +7,7 @@ import numpy as np
 from netsim.errors import ConfigError
 from netsim.routing.base import DEFAULT_RECONVERGENCE, ROUTING, Connection, Routes
 from netsim.routing.ecmp import ECMP
+from netsim.routing.routes import _route_table, connection_columns
 from netsim.topology import Topology
 
 
@@ -44,3 +45,20 @@ class Split(ECMP):
         key = connection.hash_key()
         share = 1.0 / self.ways
         return [(self.pick(candidates, key if i == 0 else (*key, -i)), share) for i in range(self.ways)]
+
+    def routes(self, connections):
+        """``ways`` hashed pieces per connection (one when ``ways`` is 1), each on its own path."""
+        if self.ways == 1:
+            return super().routes(connections)
+        cols = connection_columns(connections)
+        ps = self.topology.path_sets(cols.src, cols.dst, cols.tcp)
+        n, ways = len(cols), self.ways
+        index = np.empty((n, ways), dtype=np.int64)
+        for i in range(ways):
+            index[:, i] = self.path_indices(cols, ps, sub=i)
+        owner = np.repeat(np.arange(n, dtype=np.int64), ways)
+        ptr, links = ps.take(owner).links(index.reshape(-1))
+        delay = ps.latency_s(ptr, links) + ps.overhead_s[owner]
+        table = _route_table(np.arange(0, n * ways + 1, ways), np.full(n * ways, 1.0 / ways), delay,
+                             np.ones(n * ways, dtype=np.int64), ptr, links, np.ones(len(links)))
+        return self.decide_failed(table, cols, owner, self.decide)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from netsim.routing.base import DEFAULT_RECONVERGENCE, ROUTING, Connection, PolicyBase, Routes, option_time
+from netsim.routing.routes import _route_table, connection_columns
 from netsim.topology import Topology
+from netsim.topology.pathsets import ragged_arange
 
 
 @ROUTING.register("spray")
@@ -26,6 +28,7 @@ class Spray(PolicyBase):
 
     #: Each connection keeps the routes it got on first use until a fault (Fabric.run_ring relies on it).
     fixed = True
+    decides = "connection"
 
     def __init__(self, topology: Topology, rng: np.random.Generator | None = None,
                  reconvergence: str | float = DEFAULT_RECONVERGENCE):
@@ -50,3 +53,49 @@ class Spray(PolicyBase):
         """Routing reconverged: spray over the live paths only."""
         super().links_changed(state)
         self.revise(self._routes, self._decide)
+
+    def routes(self, connections):
+        """Every connection over the union of its equal-cost paths, each link weighted by the share of
+        the paths crossing it: counted from the product structure of the paths, never listing them."""
+        cols = connection_columns(connections)
+        ps = self.topology.path_sets(cols.src, cols.dst, cols.tcp)
+        n = len(cols)
+        one = np.flatnonzero(ps.n == 1)
+        many = np.flatnonzero(ps.n > 1)
+        ptr1, links1 = ps.take(one).links(np.zeros(len(one), dtype=np.int64))
+        ptr2, links2, counts = ps.take(many).merged()
+        weights2 = repeated_sums(ps.n[many], np.diff(ptr2), counts)
+        lens = np.zeros(n, dtype=np.int64)
+        lens[one], lens[many] = np.diff(ptr1), np.diff(ptr2)
+        link_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=link_ptr[1:])
+        links = np.empty(int(link_ptr[-1]), dtype=np.int64)
+        weights = np.ones(len(links))
+        for rows, ptr, part, w in ((one, ptr1, links1, None), (many, ptr2, links2, weights2)):
+            owner, k = ragged_arange(np.diff(ptr))
+            at = link_ptr[rows][owner] + k
+            links[at] = part
+            if w is not None:
+                weights[at] = w
+        delay = ps.max_latency_s() + ps.overhead_s
+        table = _route_table(np.arange(n + 1), np.ones(n), delay, ps.n, link_ptr, links, weights)
+        return self.decide_failed(table, cols, np.arange(n), lambda c: self._decide((c.src, c.dst, c.tcp)))
+
+
+def repeated_sums(n: np.ndarray, per_row: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """For each count ``k`` (``per_row[i]`` of them belong to row ``i``), ``1/n + 1/n + ...`` (``k`` terms,
+    added in order) with that row's ``n``: the weight summing ``k`` sprayed shares gives a link.
+
+    CORRECTNESS: the Fabric summed the shares one by one (``np.bincount``); a cumulative sum adds
+    them in the same order, so the weights are bit for bit the same (``k / n`` may differ in the
+    last bit).
+
+    >>> repeated_sums(np.array([3]), np.array([2]), np.array([1, 3])).tolist() == [1 / 3, 1 / 3 + 1 / 3 + 1 / 3]
+    True
+    """
+    row_n = np.repeat(n, per_row)
+    out = np.empty(len(counts))
+    for size in np.unique(row_n).tolist():
+        at = np.flatnonzero(row_n == size)
+        out[at] = np.cumsum(np.full(size, 1.0 / size))[counts[at] - 1]
+    return out
