@@ -30,7 +30,9 @@ its closed form on a non-blocking fabric (``tests/test_builders.py`` checks them
 alone; ``tests/test_ideal.py`` on the engine).
 
 :func:`run_collective` runs one call inside a SimPy process (for callers that still drive the
-engine call by call).
+engine call by call). A builder may carry a shortcut for that, ``run_on(env, fabric, gpus,
+size_bytes, **kw) -> event | None`` (the ring: the fabric's compiled ring); ``None`` means it does
+not apply and the schedule runs.
 """
 
 from __future__ import annotations
