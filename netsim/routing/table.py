@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import csv
 import io
-import math
+import itertools
 import os
-import re
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,23 +19,13 @@ from netsim.config import read_text
 from netsim.errors import ConfigError, shorten
 from netsim.routing.base import (DEFAULT_RECONVERGENCE, ROUTING, Connection, PolicyBase, Routes,
                                  RoutingPolicy, make_routing, option_time)
+from netsim.routing.routes import _route_table, concat_routes, connection_columns, crossing, take_routes
+from netsim.routing.table_rows import COLUMNS, REQUIRED, WHERE, Columns, Listed, bad, resolve
 from netsim.topology import Topology
-from netsim.topology.topology import SWITCH_KINDS
 
-#: Columns a routes file may have; the first three are required, plus ``path`` or ``path_index``.
-COLUMNS = ("src", "dst", "channel", "job", "comm", "path", "path_index", "fraction")
-REQUIRED = ("src", "dst", "channel")
-#: How far a connection's fractions may sum away from 1.
-FRACTION_TOLERANCE = 1e-9
-#: Candidate paths listed in a "no such path" error.
-SHOWN_CANDIDATES = 4
-#: YAML path every error of the routes file is reported at.
-WHERE = "routing.file"
 #: Largest routes file read (bytes): about half a million rows, the routes of every connection
 #: of a 16,384-GPU ring with 16 channels twice over; a larger file (or the wrong one) fails at once.
 MAX_ROUTES_BYTES = 16 * 2**20
-#: Largest integer in the src, dst, channel, job, comm and path_index columns (a signed 32-bit int).
-MAX_CELL = 2**31 - 1
 
 
 @ROUTING.register("table")
@@ -99,28 +87,66 @@ class Table(PolicyBase):
         self.fallback = _make_fallback(fallback, topology, rng)
         self.independent = bool(getattr(self.fallback, "independent", False))
         self.file = Path(file)
-        self.routes: dict[Connection, Routes] = read_routes(self.file, topology)
-        self._links = {conn: frozenset(link for path, _ in routes for link in path)
-                       for conn, routes in self.routes.items()}
-        self._dead: frozenset[Connection] = frozenset()
+        #: The listed connections' routes as arrays (see :class:`~netsim.routing.table_rows.Listed`).
+        self.listed: Listed = read_table(self.file, topology)
+        self._table = self.listed.route_table(topology, self.independent)
+        self._lookup = _Lookup(self.listed.keys)
+        self._ids: dict[tuple, int] | None = None  # for paths(): built on its first call
+        self._paths: dict[int, Routes] = {}  # paths() lists, built on first request (the Fabric compares by identity)
+        self._dead = np.zeros(len(self.listed), dtype=bool)
+
+    @property
+    def decides(self) -> str:
+        """As the fallback decides (listed connections are fixed, whatever it is)."""
+        return getattr(self.fallback, "decides", "connection")
 
     def paths(self, connection: Connection) -> Routes:
         """The table's routes of ``connection``; the fallback's when it is unlisted or its paths are down.
 
         The same list object is returned while the decision stands (the Fabric caches by identity).
         """
-        routes = self.routes.get(connection)
-        if routes is None or connection in self._dead:
+        i = self._listed(connection)
+        if i is None:
             return self.fallback.paths(connection)
+        routes = self._paths.get(i)
+        if routes is None:
+            routes = self._paths[i] = self.listed.routes(i)
         return routes
+
+    def routes(self, connections):
+        """The listed connections' rows of the table (taken from arrays built when the file was read);
+        the others, in batch order, routed by the fallback."""
+        cols = connection_columns(connections)
+        ids = self._lookup(cols)
+        mine = ids >= 0
+        mine[mine] = ~self._dead[ids[mine]]
+        if mine.all():
+            return take_routes(self._table, ids)
+        rest = np.flatnonzero(~mine)
+        other = self.fallback.routes([connections[i] for i in rest.tolist()])
+        if not mine.any():
+            return other
+        order = np.empty(len(cols), dtype=np.int64)
+        picked = np.flatnonzero(mine)
+        order[picked] = np.arange(len(picked))
+        order[rest] = len(picked) + np.arange(len(rest))
+        return take_routes(concat_routes([take_routes(self._table, ids[picked]), other]), order)
 
     def plan(self, connections: list[Connection]) -> None:
         """Hand the connections the fallback will route to its ``plan``, when it has one."""
         plan = getattr(self.fallback, "plan", None)
         if plan is not None:
-            mine = [c for c in connections if c not in self.routes or c in self._dead]
+            mine = [c for c in connections if self._listed(c) is None]
             if mine:
                 plan(mine)
+
+    def _listed(self, connection: Connection) -> int | None:
+        """The listed id of ``connection`` if the table routes it now (listed, paths alive)."""
+        if self._ids is None:
+            keys = self.listed.keys.T.tolist()
+            self._ids = dict(zip(zip(*keys, itertools.repeat(False)), itertools.count()))
+        i = self._ids.get(connection)
+        return None if i is None or self._dead[i] else i
 
     def links_changed(self, state: dict[int, float]) -> None:
         """Learn the failed links; listed connections crossing one move to the fallback (told too)."""
@@ -128,8 +154,57 @@ class Table(PolicyBase):
         changed = getattr(self.fallback, "links_changed", None)
         if changed is not None:
             changed(state)
-        failed = self.failed
-        self._dead = frozenset(c for c, links in self._links.items() if not failed.isdisjoint(links))
+        dead = np.zeros(len(self.listed), dtype=bool)
+        if self.failed:
+            listed = self.listed
+            pieces = _rows_table(listed)
+            dead[listed.conn[crossing(pieces, self.failed)]] = True
+        self._dead = dead
+
+
+class _Lookup:
+    """Listed ids of batches of connections (-1: not listed), by binary search over coded keys.
+
+    perf: each column's values are coded by their rank among the listed values, and a connection by
+    the mixed-radix number of its codes; a dict of 6-tuples costs more to build than reading the file.
+    """
+
+    def __init__(self, keys: np.ndarray):
+        self.values = [np.unique(keys[:, c]) for c in range(keys.shape[1])]
+        self.sizes = [len(v) for v in self.values]
+        self.exact = float(np.prod([float(s) for s in self.sizes])) < 2.0 ** 62
+        codes, _ = self._codes(keys.T) if self.exact else (None, None)
+        self.order = np.argsort(codes, kind="stable") if self.exact else None
+        self.sorted = codes[self.order] if self.exact else None
+        self.dict = None if self.exact else dict(zip(map(tuple, keys.tolist()), itertools.count()))
+
+    def _codes(self, columns) -> tuple[np.ndarray, np.ndarray]:
+        code = np.zeros(len(columns[0]), dtype=np.int64)
+        known = np.ones(len(columns[0]), dtype=bool)
+        for column, values, size in zip(columns, self.values, self.sizes):
+            at = np.minimum(np.searchsorted(values, column), size - 1)
+            known &= values[at] == column
+            code = code * size + at
+        return code, known
+
+    def __call__(self, cols) -> np.ndarray:
+        columns = (cols.src, cols.dst, cols.channel, cols.job, cols.comm)
+        if not self.exact:
+            get = self.dict.get
+            ids = np.fromiter((get(k, -1) for k in zip(*(c.tolist() for c in columns))), dtype=np.int64,
+                              count=len(cols))
+            return np.where(cols.tcp, -1, ids)
+        code, known = self._codes(columns)
+        at = np.minimum(np.searchsorted(self.sorted, code), len(self.sorted) - 1)
+        found = known & ~cols.tcp & (self.sorted[at] == code)
+        return np.where(found, self.order[at], -1)
+
+
+def _rows_table(listed: Listed):
+    """A table with one piece per row of ``listed`` (to ask which rows cross given links)."""
+    n = len(listed.conn)
+    return _route_table(np.arange(n + 1), np.ones(n), np.zeros(n), np.ones(n, dtype=np.int64), listed.ptr,
+                        listed.links, np.ones(len(listed.links)))
 
 
 def _make_fallback(fallback: str | dict, topology: Topology, rng: np.random.Generator) -> RoutingPolicy:
@@ -146,22 +221,6 @@ def _make_fallback(fallback: str | dict, topology: Topology, rng: np.random.Gene
                           "routing.fallback")
     ROUTING.get(name, "routing.fallback")  # an unknown name is reported at the fallback, listing valid ones
     return make_routing(name, topology, rng, options, path="routing.fallback")
-
-
-def _bad(where: str, message: str) -> ConfigError:
-    """A ConfigError at ``routing.file`` whose message opens with the CSV position ``where``."""
-    return ConfigError(f"{where}: {message}", WHERE)
-
-
-@dataclass(frozen=True)
-class _Row:
-    """One parsed row: where it is in the file, its connection, its path and fraction."""
-
-    where: str  #: ``file:line`` (``file: row N`` when lines cannot be told), to open messages
-    line: str  #: ``line 7`` (or ``row 7``), to refer back to the row
-    connection: Connection
-    path: tuple[int, ...]
-    fraction: float
 
 
 def read_routes(file: str | os.PathLike, topology: Topology) -> dict[Connection, Routes]:
@@ -182,6 +241,16 @@ def read_routes(file: str | os.PathLike, topology: Topology) -> dict[Connection,
         Routes per connection, in file order; the fractions of each sum to 1.
         Raises :class:`~netsim.errors.ConfigError` at ``routing.file`` naming the CSV line otherwise.
     """
+    listed = read_table(file, topology)
+    return {listed.connection(i): listed.routes(i) for i in range(len(listed))}
+
+
+def read_table(file: str | os.PathLike, topology: Topology, check=resolve) -> Listed:
+    """Read and validate a routes CSV (see :func:`read_routes`) into arrays.
+
+    ``check(columns, topology) -> Listed`` checks the rows: in bulk by default,
+    :func:`~netsim.routing.table_rows.resolve_reference` row by row (the reference).
+    """
     import pandas as pd  # imported here: only a run that uses a table pays for it
 
     name = str(file)
@@ -193,7 +262,7 @@ def read_routes(file: str | os.PathLike, topology: Topology) -> dict[Connection,
         line = f":{exc.line}" if exc.line else ""
         raise ConfigError(f"cannot read routes file {name}{line}: {exc.message}", WHERE) from None
     if not text.strip():
-        raise _bad(name, f"the file is empty; expected a header like {','.join(REQUIRED)},path")
+        raise bad(name, f"the file is empty; expected a header like {','.join(REQUIRED)},path")
     try:
         with warnings.catch_warnings():
             # CORRECTNESS: when every row has one field more than the header, pandas would take the
@@ -202,30 +271,17 @@ def read_routes(file: str | os.PathLike, topology: Topology) -> dict[Connection,
             table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, comment="#",
                                 skipinitialspace=True, index_col=False)
     except pd.errors.EmptyDataError:
-        raise _bad(name, f"the file is empty; expected a header like {','.join(REQUIRED)},path") from None
+        raise bad(name, f"the file is empty; expected a header like {','.join(REQUIRED)},path") from None
     except pd.errors.ParserWarning:
-        raise _bad(_longer_than_header(text, name), "more fields than the header has columns") from None
+        raise bad(_longer_than_header(text, name), "more fields than the header has columns") from None
     except (ValueError, csv.Error) as exc:  # pandas' ParserError is a ValueError
-        raise _bad(name, f"not a valid CSV: {shorten(str(exc).strip(), 200)[1:-1]}") from None
+        raise bad(name, f"not a valid CSV: {shorten(str(exc).strip(), 200)[1:-1]}") from None
     table.columns = [str(c).strip() for c in table.columns]
     _check_columns(list(table.columns), name)
     # CORRECTNESS: pandas skips the same blank and comment-only lines, so data row i is on lines[i + 1]
     lines = [n for n, raw in enumerate(_physical_lines(text), 1) if raw.split("#", 1)[0].strip()]
-    exact = len(lines) == len(table) + 1
-    resolver = _Resolver(topology)
-    rows: list[_Row] = []
-    for i, record in enumerate(table.to_dict("records")):
-        cells = {k: str(v).strip() for k, v in record.items()}
-        if not any(cells.values()):
-            continue  # a row of empty cells (spreadsheets export them)
-        if exact:
-            where, line = f"{name}:{lines[i + 1]}", f"line {lines[i + 1]}"
-        else:
-            where, line = f"{name}: row {i + 1}", f"row {i + 1}"
-        rows.append(resolver.row(cells, where, line))
-    if not rows:
-        raise _bad(name, "no routes (only a header)")
-    return _combine(rows)
+    cells = {c: table[c].str.strip().to_numpy(dtype=object) for c in table.columns}
+    return check(Columns(cells, name, lines if len(lines) == len(table) + 1 else None), topology)
 
 
 def _longer_than_header(text: str, name: str) -> str:
@@ -248,129 +304,11 @@ def _check_columns(columns: list[str], name: str) -> None:
     if unknown:
         more = f" (and {len(unknown) - 8} more)" if len(unknown) > 8 else ""
         shown = ", ".join(map(shorten, unknown[:8])) + more
-        raise _bad(where, f"unknown column{'s' * (len(unknown) > 1)} {shown}; "
+        raise bad(where, f"unknown column{'s' * (len(unknown) > 1)} {shown}; "
                           f"allowed: {', '.join(COLUMNS)}")
     missing = [c for c in REQUIRED if c not in columns]
     if missing:
-        raise _bad(where, f"missing column{'s' * (len(missing) > 1)} {', '.join(missing)}; "
+        raise bad(where, f"missing column{'s' * (len(missing) > 1)} {', '.join(missing)}; "
                           f"required: {', '.join(REQUIRED)} and path or path_index")
     if "path" not in columns and "path_index" not in columns:
-        raise _bad(where, "missing column path or path_index (how each row gives its path)")
-
-
-class _Resolver:
-    """Turns the cells of one row into a :class:`_Row`, with each GPU pair's candidates cached."""
-
-    def __init__(self, topology: Topology):
-        self.topology = topology
-        self._nodes: set[str] | None = None
-        self._switches: dict[tuple[int, int], list[tuple[str, ...]]] = {}
-
-    @staticmethod
-    def _int(cells: dict[str, str], column: str, where: str, default: int | None = None) -> int:
-        """The integer in [0, MAX_CELL] in ``column`` (``default`` when the cell is empty and one is
-        given)."""
-        raw = cells.get(column, "")
-        if raw == "" and default is not None:
-            return default
-        try:
-            value = int(raw) if len(raw) <= 20 else -1
-        except ValueError:
-            value = -1
-        if not 0 <= value <= MAX_CELL:
-            raise _bad(where, f"{column} must be a non-negative integer (at most {MAX_CELL:,}), "
-                              f"got {shorten(raw)}")
-        return value
-
-    def row(self, cells: dict[str, str], where: str, line: str) -> _Row:
-        """Parse and check one row."""
-        src, dst = self._int(cells, "src", where), self._int(cells, "dst", where)
-        n = self.topology.n_gpus
-        for what, gpu in (("src", src), ("dst", dst)):
-            if gpu >= n:
-                raise _bad(where, f"{what} GPU {gpu} out of range: the fabric has GPUs 0..{n - 1}")
-        conn = Connection(src, dst, self._int(cells, "channel", where), self._int(cells, "job", where, 0),
-                          self._int(cells, "comm", where, 0))
-        named, index = cells.get("path", ""), cells.get("path_index", "")
-        if bool(named) == bool(index):
-            raise _bad(where, "give exactly one of path and path_index")
-        if index:
-            candidates = self.topology.paths(src, dst)
-            i = self._int(cells, "path_index", where)
-            if i >= len(candidates):
-                k = len(candidates)
-                raise _bad(where, f"path_index {i} out of range: GPU {src} to GPU {dst} has {k} "
-                                  f"equal-cost path{'s' * (k > 1)} (0..{k - 1})")
-            path = candidates[i]
-        else:
-            path = self._by_names(named, src, dst, where)
-        return _Row(where, line, conn, path, self._fraction(cells.get("fraction", ""), where))
-
-    def _by_names(self, text: str, src: int, dst: int, where: str) -> tuple[int, ...]:
-        """The first candidate of ``src -> dst`` whose switches are, in order, those named in ``text``."""
-        names = tuple(n for n in re.split(r"[\s>]+", text) if n)
-        if self._nodes is None:
-            self._nodes = {data["name"] for _, data in self.topology.graph.nodes(data=True)}
-        for n in names:
-            if n not in self._nodes:
-                raise _bad(where, f"unknown node {shorten(n)} in path {shorten('>'.join(names))[1:-1]} "
-                                  "(switches are named like leaf0, spine3)")
-        sequences = self._switch_names(src, dst)
-        for path, seq in zip(self.topology.paths(src, dst), sequences):
-            if seq == names:
-                return path
-        distinct = list(dict.fromkeys(">".join(s) for s in sequences))
-        if distinct == [""]:
-            raise _bad(where, f"GPU {src} and GPU {dst} share a host: their paths cross no fabric switch; "
-                              "give path_index instead")
-        shown = ", ".join(distinct[:SHOWN_CANDIDATES])
-        if len(distinct) > SHOWN_CANDIDATES:
-            shown += f", ... ({len(distinct)} in all)"
-        raise _bad(where, f"no path {shorten('>'.join(names))[1:-1]} from GPU {src} to GPU {dst}; "
-                          f"candidates: {shown}")
-
-    def _switch_names(self, src: int, dst: int) -> list[tuple[str, ...]]:
-        """For each candidate path of ``src -> dst``, the names of the fabric switches it crosses."""
-        key = (src, dst)
-        cached = self._switches.get(key)
-        if cached is None:
-            links, nodes = self.topology.links, self.topology.graph.nodes
-            cached = []
-            for path in self.topology.paths(src, dst):
-                hops = [int(links.src[path[0]])] + [int(links.dst[link]) for link in path] if path else []
-                cached.append(tuple(nodes[v]["name"] for v in hops if nodes[v]["kind"] in SWITCH_KINDS))
-            self._switches[key] = cached
-        return cached
-
-    @staticmethod
-    def _fraction(raw: str, where: str) -> float:
-        """The row's share of its connection's bytes, in (0, 1]; 1 when the cell is empty."""
-        if raw == "":
-            return 1.0
-        try:
-            value = float(raw) if len(raw) <= 64 else math.nan
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and 0.0 < value <= 1.0):
-            raise _bad(where, f"fraction must be a number in (0, 1], got {shorten(raw)}")
-        return value
-
-
-def _combine(rows: list[_Row]) -> dict[Connection, Routes]:
-    """Group rows by connection; reject repeated paths and fractions not summing to 1."""
-    grouped: dict[Connection, list[_Row]] = {}
-    for row in rows:
-        group = grouped.setdefault(row.connection, [])
-        for earlier in group:
-            if earlier.path == row.path:
-                raise _bad(row.where, f"duplicate route: connection {row.connection.label()} already takes "
-                                      f"this path ({earlier.line})")
-        group.append(row)
-    routes: dict[Connection, Routes] = {}
-    for conn, group in grouped.items():
-        total = math.fsum(r.fraction for r in group)
-        if abs(total - 1.0) > FRACTION_TOLERANCE:
-            raise _bad(group[0].where, f"the fractions of connection {conn.label()} sum to {total:.12g} "
-                                       f"({', '.join(r.line for r in group)}); they must sum to 1")
-        routes[conn] = [(r.path, r.fraction) for r in group]
-    return routes
+        raise bad(where, "missing column path or path_index (how each row gives its path)")
