@@ -11,8 +11,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
+# The engine's kernels are compiled once here (numba caches them), so the first run costs no more than the next
 $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install -q -e '.[test,bench]'
+	@echo "compiling the engine's kernels (once, about a minute)"
+	$(PY) -c "from netsim.engine.table import warm_up; warm_up()"
 	@touch $(STAMP)
 
 # --force: a second `make demo` replaces the first one's results (files added there are kept)

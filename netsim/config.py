@@ -590,6 +590,9 @@ class EngineSpec(_Spec):
     #: Time bins of the per-link utilisation series (``link_series.parquet``, the dashboard's
     #: heatmap): at most this many over the run, so the resolution is about horizon / bins. 0: off.
     link_series: _count(100_000, 0) = 128
+    #: The executor: ``compiled`` (numba; the default when it is installed) or ``reference`` (plain
+    #: Python, message by message: the oracle the compiled one is tested against, much slower).
+    backend: Literal["compiled", "reference"] | None = None
 
 
 class FaultSpec(_Spec):

@@ -64,7 +64,7 @@ def _saturation(topo, pattern, routing, seed=0, channels=16, **options):
         for c in range(channels):
             fab.send(s, d, 1e12, Connection(s, d, c))
     env.run(until=1e-9)
-    return min(f.rate for f in fab._flows.values()) * len(pairs) * channels / n / B
+    return min(fab.message_rates().values()) * len(pairs) * channels / n / B
 
 
 def test_uniform_traffic_minimal_reaches_injection_valiant_about_half(dragonfly_tiny):

@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 
 from netsim.config import parse_spec
-from netsim.engine import fabric as fabric_module
 from netsim.experiment import run_experiment
 from netsim.solver import COMPILED
 
@@ -34,7 +33,7 @@ CASES = {
 }
 
 
-def spec(case: dict):
+def spec(case: dict, backend: str | None = None):
     return parse_spec({
         "name": "golden", "seed": 7,
         "topology": {"type": "leaf_spine", "leaves": case["leaves"], "spines": 4,
@@ -46,24 +45,20 @@ def spec(case: dict):
         "routing": case["routing"],
         "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": case["size"],
                      "channels": case["channels"]},
-        "engine": {"ideal": False, "congestion": False, "link_series": 0},
+        "engine": {"ideal": False, "congestion": False, "link_series": 0, "backend": backend},
     })
 
 
-#: The Python reference; the compiled flow table with the ring's schedule run message by message;
-#: the whole ring in one compiled call (``Fabric.run_ring``).
-ENGINES = ["python"] + (["compiled-processes", "compiled-ring"] if COMPILED else [])
+#: The reference (plain Python) executor and the compiled one.
+ENGINES = ["reference"] + (["compiled"] if COMPILED else [])
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_engine_matches_the_pre_optimisation_golden(name, engine, monkeypatch):
-    """Every engine path gives the golden output."""
-    monkeypatch.setattr(fabric_module, "USE_COMPILED", engine != "python")
-    monkeypatch.setattr(fabric_module, "RING_KERNEL", engine == "compiled-ring")
-    result = run_experiment(spec(CASES[name]))
-    assert (result.fabric._table is not None) == (engine != "python")
-    assert result.fabric.ring_runs == (engine == "compiled-ring")
+def test_engine_matches_the_pre_optimisation_golden(name, engine):
+    """Every executor gives the golden output."""
+    result = run_experiment(spec(CASES[name], engine))
+    assert type(result.fabric).__name__ == {"reference": "ReferenceFabric", "compiled": "CompiledCore"}[engine]
     flows = pd.DataFrame(result.fabric.flow_records,
                          columns=["flow_id", "connection", "src", "dst", "channel", "job", "size_bytes", "start_s",
                                   "end_s", "n_paths"])[["connection", "size_bytes", "start_s", "end_s"]]

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from netsim.cli import app
 from netsim.config import load_experiment, parse_spec
-from netsim.engine.fabric import LinkSeries
+from netsim.engine.observers import LinkSeries
 from netsim.experiment import read_results, run_experiment, write_results
 from netsim.experiment.executors import SerialExecutor
 from netsim.experiment.sweep import expand, run_sweep

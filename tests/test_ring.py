@@ -130,7 +130,7 @@ def test_ecmp_collisions_set_the_ring_time(seed):
     env, fab = make_fabric(topo, seed=seed)
     size, n = 64 * MiB, len(gpus)
     env.run(env.process(run_collective(env, fab, "allreduce", "ring", gpus, size, channels=8)))
-    per_link = Counter(link for routes, _ in fab._routes_cache.values() for link in routes[0][0]
+    per_link = Counter(link for routes in fab.routes_used().values() for link in routes[0][0]
                        if topo.links.kind_name(link) != "intra")
     worst = max(per_link.values())
     nic_bound = 2 * (n - 1) * size / (n * 8 * GB)

@@ -194,6 +194,19 @@ def test_every_pair_in_one_batch_before_and_after_a_fault(tmp_path, fabric_name,
 
 
 @pytest.mark.parametrize("policy", ["ecmp", "split", "spray"])
+def test_a_batch_routed_in_chunks_is_routed_as_one(monkeypatch, policy):
+    from netsim.routing import ecmp, split, spray
+
+    topo = fabric("dual_tor")
+    batch = [Connection(s, d, s % 3) for s in range(topo.n_gpus) for d in range(topo.n_gpus)]
+    whole = make_routing(policy, topo, np.random.default_rng(4)).routes(batch)
+    for module, size in ((ecmp, 7), (split, 7), (spray, 5)):
+        monkeypatch.setattr(module, "CHUNK", size)
+    chunked = make_routing(policy, topo, np.random.default_rng(4)).routes(batch)
+    assert all(np.array_equal(getattr(whole, f), getattr(chunked, f)) for f in whole.__dataclass_fields__)
+
+
+@pytest.mark.parametrize("policy", ["ecmp", "split", "spray"])
 def test_a_connection_table_gives_the_routes_of_its_connections(policy):
     topo = fabric("multi_cluster")
     ct = ConnectionTable()

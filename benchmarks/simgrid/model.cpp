@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,7 @@ struct Fabric {
 struct Result {
   double sim_time_s = 0;
   long flows        = 0;
+  std::set<double> finishes;  // distinct flow completion times: the instants SimGrid re-solved sharing at
 };
 
 // Every host sends its message to every other at once; done when the last one has arrived.
@@ -167,8 +169,10 @@ void alltoall(sg4::Engine& engine, const Fabric& fab, Result& result)
           sent.emplace_back(c, add_delay ? fab.delay_s(m.src, m.dst) : 0.0);
         }
       comms.wait_all();
-      for (auto const& [c, delay] : sent)
+      for (auto const& [c, delay] : sent) {
         result.sim_time_s = std::max(result.sim_time_s, c->get_finish_time() + delay);
+        result.finishes.insert(c->get_finish_time());
+      }
       result.flows += static_cast<long>(sent.size());
     });
   }
@@ -247,9 +251,10 @@ int main(int argc, char** argv)
 
   std::printf("{\"scenario\": \"%s\", \"pattern\": \"%s\", \"routing\": \"%s\", \"latency\": \"%s\", "
               "\"simgrid\": \"%d.%d.%d\", \"bindings\": \"C++\", \"hosts\": %d, \"links\": %d, "
-              "\"sim_time_s\": %.17g, \"flows\": %ld, \"build_s\": %.3f, \"run_s\": %.3f}\n",
+              "\"sim_time_s\": %.17g, \"flows\": %ld, \"finish_instants\": %zu, \"build_s\": %.3f, \"run_s\": %.3f}\n",
               plan.str("scenario").c_str(), plan.str("pattern").c_str(), plan.str("routing").c_str(),
               plan.str("latency").c_str(), major, minor, patch,
-              fab.hosts, fab.n_links, result.sim_time_s, result.flows, secs(t0, t1), secs(t1, t2));
+              fab.hosts, fab.n_links, result.sim_time_s, result.flows, result.finishes.size(), secs(t0, t1),
+              secs(t1, t2));
   return 0;
 }

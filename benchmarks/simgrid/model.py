@@ -115,6 +115,7 @@ def alltoall(engine: Engine, fab: Fabric) -> dict:
     for s, d, spine in fab.messages:
         by_src.setdefault(s, []).append((d, spine))
     ends: list[float] = []
+    finishes: set[float] = set()  # distinct flow completion times: the instants SimGrid re-solved sharing at
     flows = [0]
     add_delay = plan["latency"] == "netsim"
     # Sprayed, every message is split, on one leaf too (over its one path): each message then has
@@ -135,11 +136,12 @@ def alltoall(engine: Engine, fab: Fabric) -> dict:
         comms.wait_all()
         flows[0] += len(mine)
         ends.append(max(c.finish_time + x for c, x in zip(mine, delays)))
+        finishes.update(c.finish_time for c in mine)
 
     for s in sorted(by_src):
         fab.endpoint[s][0].add_actor(f"rank{s}", rank, s)
     engine.run()
-    return {"sim_time_s": max(ends), "flows": flows[0]}
+    return {"sim_time_s": max(ends), "flows": flows[0], "finish_instants": len(finishes)}
 
 
 def ring(engine: Engine, fab: Fabric) -> dict:

@@ -38,7 +38,7 @@ not apply and the schedule runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -196,10 +196,8 @@ def run_collective(env: simpy.Environment, fabric, op: str, algorithm: str, gpus
                    size_bytes: float, **kw) -> Generator:
     """Run one call on ``fabric`` now (a SimPy generator: ``yield env.process(run_collective(...))``).
 
-    Builds the call's schedule and runs it with the reference executor; an algorithm with a faster
-    way to run on this fabric (the ring's :meth:`~netsim.engine.fabric.Fabric.run_ring`) uses it
-    when it applies. ``kw``: the builder's keywords (``channels``, ``job``, ``comm``, ``chunk_bytes``,
-    ``tcp``).
+    Builds the call's schedule and runs it on the fabric's executor. ``kw``: the builder's keywords
+    (``channels``, ``job``, ``comm``, ``chunk_bytes``, ``tcp``).
 
     Examples
     --------
@@ -215,13 +213,6 @@ def run_collective(env: simpy.Environment, fabric, op: str, algorithm: str, gpus
     >>> round(env.now, 9)   # 2*(4-1) steps of 1e9 bytes at 1e9 B/s
     6.0
     """
-    build = get_algorithm(op, algorithm)
-    fast: Callable | None = getattr(build, "run_on", None)
-    if fast is not None:
-        done = fast(env, fabric, list(gpus), size_bytes, **kw)
-        if done is not None:
-            yield done
-            return
     schedule = build_collective(op, algorithm, gpus, size_bytes, gpu_host=fabric.topology.gpu_host, **kw)
     yield run_schedule(env, fabric, schedule).done
 

@@ -7,12 +7,9 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import simpy
 
-from netsim.collectives.base import deps, end_of, per_rank, register_algorithm, run_collective
-from netsim.engine import Environment
+from netsim.collectives.base import deps, end_of, per_rank, register_algorithm
 from netsim.engine.model import ScheduleBuilder
-from netsim.routing.base import Connection
 
 
 def channel_ring(gpus: Sequence[int], gpu_host: Sequence[int] | None, channel: int) -> list[int]:
@@ -94,32 +91,8 @@ def ring_steps(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, steps
     return end_of(b, last, ready)
 
 
-def run_ring_on(steps_of):
-    """A ring op's :func:`~netsim.collectives.base.run_collective` shortcut: the whole ring in one
-    compiled call (:meth:`Fabric.run_ring <netsim.engine.fabric.Fabric.run_ring>`) when the fabric
-    offers it and the ring has the fabric to itself; the same messages and times as the schedule."""
-    def run_on(env: simpy.Environment, fabric, gpus: list[int], size_bytes: float, *, channels: int = 1,
-               job: int = 0, comm: int = 0, chunk_bytes: float | None = None, tcp: bool = False) -> simpy.Event | None:
-        run_ring = getattr(fabric, "run_ring", None)  # (the ideal model's fabric has none)
-        n = len(gpus)
-        if run_ring is None or n < 2:
-            return None
-        piece, chunks, orders = _layout(gpus, size_bytes, channels, chunk_bytes, fabric.topology.gpu_host)
-        conns = [Connection(o[r], o[(r + 1) % n], c, job, comm, tcp) for c, o in enumerate(orders) for r in range(n)]
-        receiver = [c * n + (r + 1) % n for c in range(channels) for r in range(n)]
-        fast = run_ring(conns, receiver, piece / chunks, steps_of(n) * chunks, chunks)
-        if fast is None:
-            return None
-        if isinstance(env, Environment):
-            # The kernel counts a start event per rank process it was written against; the
-            # schedule executor it now stands in for has none (and one end event, below).
-            env._virtual_events -= len(conns)
-        return fabric.push_event(float(fast[0].max()))
-    return run_on
-
-
 @register_algorithm("ring", "allreduce")
-def ring_allreduce(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *legacy, **kw) -> np.ndarray:
+def ring_allreduce(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, **kw) -> np.ndarray:
     """Ring allreduce: reduce-scatter then allgather, 2(n-1) steps of M/n per rank (:func:`ring_steps`).
 
     With ``channels`` > 1 the buffer is split over that many parallel rings, each on its own
@@ -136,8 +109,6 @@ def ring_allreduce(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *
     >>> s = b.build(); s.n_sends, set(s.amount[s.kind == 0].tolist()), len(ends)
     (24, {1000000000.0}, 4)
     """
-    if legacy:  # transitional: engine.table.warm_up still runs ring_allreduce(env, fabric, gpus, size) as a process
-        return run_collective(b, gpus, "allreduce", "ring", size_bytes, legacy[0], **kw)
     return ring_steps(b, gpus, size_bytes, 2 * (len(gpus) - 1), **kw)
 
 
@@ -157,11 +128,6 @@ def ring_allgather(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *
     Non-blocking time ``(n-1)(alpha + M/(n B))`` (slices: as :func:`ring_allreduce` with S = n-1).
     """
     return ring_steps(b, gpus, size_bytes, len(gpus) - 1, **kw)
-
-
-ring_allreduce.run_on = run_ring_on(lambda n: 2 * (n - 1))
-ring_reduce_scatter.run_on = run_ring_on(lambda n: n - 1)
-ring_allgather.run_on = run_ring_on(lambda n: n - 1)
 
 
 def chain(b: ScheduleBuilder, order: Sequence[int], size_bytes: float, *, channels: int = 1, job: int = 0,

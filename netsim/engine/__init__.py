@@ -1,5 +1,6 @@
-"""The engine: the SimPy-aware fluid network (Fabric) and its environment."""
+"""The engine: the fluid network (Fabric, with its compiled and reference executors) on a SimPy clock."""
 
-from netsim.engine.fabric import Environment, Fabric
+from netsim.engine.clock import Environment
+from netsim.engine.fabric import Fabric
 
 __all__ = ["Environment", "Fabric"]

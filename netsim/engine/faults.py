@@ -114,7 +114,7 @@ def fault_process(env: simpy.Environment, fabric, faults: list[Fault]):
     The policy learns each fault's outcome (the state of every faulty link right after it)
     ``reaction_s`` later, in order.
     """
-    reaction = float(getattr(fabric.routing, "reaction_s", 0.0))
+    reaction = float(fabric.routing.reaction_s)
     nominal = fabric.capacity_Bps
     state: dict[int, float] = {}
 

@@ -20,12 +20,13 @@ from collections import defaultdict
 import networkx as nx
 import numpy as np
 import simpy
+from simpy.events import NORMAL
 
-from netsim.engine.fabric import CORE_KINDS, Fabric, _schedule
+from netsim.engine.clock import Wakeup
+from netsim.engine.fabric import CORE_KINDS, Fabric
 from netsim.routing.base import Connection
 from netsim.routing.spray import Spray
 from netsim.topology import LINK_KINDS, Topology
-
 
 
 def core_mask(topology: Topology) -> np.ndarray:
@@ -123,13 +124,16 @@ class IdealFabric:
         self.sends: defaultdict[int, int] = defaultdict(int)
 
     def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
-             cap_Bps: float = math.inf, event: simpy.Event | None = None) -> simpy.Event:
-        """Deliver ``size_bytes`` at the pair's best rate, after the connection's earlier messages."""
+             cap_Bps: float = math.inf, event: simpy.Event | None = None, notify=None) -> simpy.Event | None:
+        """Deliver ``size_bytes`` at the pair's best rate, after the connection's earlier messages
+        (``notify`` is called on arrival, or the returned event fires)."""
         env = self.env
-        if event is None:
-            event = env.event()
+        if notify is None:
+            if event is None:
+                event = env.event()
+            notify = lambda _e=None, event=event: event.succeed()
         if src == dst:
-            _schedule(env, event)
+            Wakeup(env, 0.0, NORMAL, notify)
             return event
         conn = connection if connection is not None else Connection(src, dst)
         rate, delay, forced = self.model.pair(src, dst, self.tcp or conn.tcp)
@@ -137,7 +141,7 @@ class IdealFabric:
         start = max(env.now, self._busy.get(conn, 0.0))
         end = start + (size_bytes / rate if size_bytes else 0.0)
         self._busy[conn] = end
-        _schedule(env, event, end + delay - env.now)
+        Wakeup(env, end + delay - env.now, NORMAL, notify)
         for lk in forced:
             self.forced_bytes[lk] += size_bytes
         h_s, h_d = int(self.topology.gpu_host[src]), int(self.topology.gpu_host[dst])

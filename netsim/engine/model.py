@@ -117,6 +117,32 @@ class ConnectionTable:
         return [self[i] for i in range(len(self))]
 
 
+class ConnectionRows:
+    """Rows ``rows`` of a :class:`ConnectionTable`, as a batch for a routing policy (its columns
+    without copying the table; Connection objects only when asked)."""
+
+    def __init__(self, table: ConnectionTable, rows) -> None:
+        self.table = table
+        self.rows = np.asarray(rows, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, k: int) -> Connection:
+        return self.table[int(self.rows[k])]
+
+    def __iter__(self):
+        return iter(self.connections())
+
+    def column(self, name: str) -> np.ndarray:
+        """One column of the rows (``tcp`` as bool)."""
+        return self.table.column(name)[self.rows]
+
+    def connections(self) -> list[Connection]:
+        """The rows as Connection objects, in order."""
+        return [self.table[i] for i in self.rows.tolist()]
+
+
 class Deps(NamedTuple):
     """Dependencies of a batch of tasks as a CSR: task ``k`` of the batch depends on
     ``idx[ptr[k]:ptr[k + 1]]`` (task ids)."""

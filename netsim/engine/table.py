@@ -30,7 +30,6 @@ remaining, updated at, finish time, fid). Slots, rows and widths grow by doublin
 
 from __future__ import annotations
 
-import math
 from itertools import chain
 from pathlib import Path
 
@@ -93,9 +92,119 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
     for i in range(extra_seeds.shape[0]):
         seeds[n_seeds] = extra_seeds[i]
         n_seeds += 1
-    # Phase 1: removes (swap the last flow of each row into the hole). perf: a row the removes
-    # empty ends empty in any order: marked -1 in ``local``, it only counts down (a split
-    # message's pieces leave their NIC port and most core links all together).
+    # Phase 1: removes (swap the last flow of each row into the hole)
+    n_seeds, level = _remove(removes, nl, links, pos, rows, roww, cnt, local, grp, succ, num, seeds, n_seeds, level)
+    # Phase 2: adds: whole messages, then the pieces of the split messages in ``bulk``
+    n_seeds = _add(add_slots, add_nl, add_links, add_w, add_num, bulk, piece_fd, groups, links, w, pos, rows, roww,
+                   cnt, seeds, n_seeds, nl, num, grp, stamp_new, stamp, now)
+    if level > 0.0:
+        for i in range(add_links.shape[0]):
+            link = add_links[i]
+            if local[link] != 0:
+                continue  # perf: a link several added flows cross (a split message's NIC port) once
+            local[link] = 1
+            total = 0.0
+            for j in range(cnt[link]):
+                total += roww[link, j]
+            share = capacity[link] / total
+            level = min(level, share)
+        for i in range(add_links.shape[0]):
+            local[add_links[i]] = 0
+    # Flows below the level keep their rates (margin: the solver's tolerance).
+    keep_below = level * (1.0 - 1e-7) if level > 0.0 else 0.0
+    # Phase 3: the parts of the contention graph the seeds touch, each solved whole.
+    n_out = 0
+    for si in range(n_seeds):
+        seed = seeds[si]
+        if stamp_l[seed] == stamp:
+            continue
+        stamp_l[seed] = stamp
+        if cnt[seed] == 0:
+            if load[seed] != 0.0:
+                n_out = _account(seed, 0.0, now, load, nominal, busy, link_t, peak, out_links, out_t0, out_old,
+                                 n_out)
+            continue
+        n, n_links = _component(seed, stamp, keep_below, stack, comp, comp_links, rows, roww, cnt, nl, links, num,
+                                stamp_f, stamp_l, stamp_new, local, kept, cap_local, loads, capacity)
+        # Private links (cnt 1) are not in the component: their capacity / weight caps their flow
+        # (what the solver would make of them too, to the bit).
+        n_entries = 0
+        for i in range(n):
+            f = comp[i]
+            rem = num[f, REM] - num[f, RATE] * (now - num[f, UPD])
+            num[f, REM] = max(0.0, rem)
+            num[f, UPD] = now
+            for k in range(nl[f]):
+                if cnt[links[f, k]] > 1:
+                    n_entries += 1
+        if n == 1:
+            f = comp[0]
+            rate = num[f, CAP]
+            for k in range(nl[f]):
+                link = links[f, k]
+                residual = cap_local[local[link]] if cnt[link] > 1 else max(capacity[link], 0.0)
+                solo = residual / w[f, k]
+                rate = min(rate, solo)
+            num[f, RATE] = rate
+        elif n > 1:
+            ef = np.empty(n_entries, np.int64)
+            el = np.empty(n_entries, np.int64)
+            ew = np.empty(n_entries)
+            caps = np.empty(n)
+            e = 0
+            for i in range(n):
+                f = comp[i]
+                cap = num[f, CAP]
+                for k in range(nl[f]):
+                    link = links[f, k]
+                    if cnt[link] > 1:
+                        ef[e] = i
+                        el[e] = local[link]
+                        ew[e] = w[f, k]
+                        e += 1
+                    elif w[f, k] > 0.0:
+                        solo = max(capacity[link], 0.0) / w[f, k]
+                        cap = min(cap, solo)
+                caps[i] = cap
+            rates = _bottleneck(ef, el, ew, cap_local[:n_links].copy(), n, caps, rtol)
+            for i in range(n):
+                num[comp[i], RATE] = rates[i]
+            stats[1] += 1
+        stats[2] += n
+        stats[3] = max(stats[3], n)
+        for i in range(n):
+            f = comp[i]
+            rate = num[f, RATE]
+            if rate > 0.0:
+                fin = now + num[f, REM] / rate
+                num[f, FIN] = fin
+                _push_finish(num, hkeys, hvals, stats, fin, f)
+            else:
+                num[f, FIN] = np.inf
+            for k in range(nl[f]):
+                link = links[f, k]
+                if cnt[link] > 1:
+                    loads[local[link]] += w[f, k] * rate
+                elif w[f, k] * rate != load[link]:
+                    n_out = _account(link, w[f, k] * rate, now, load, nominal, busy, link_t, peak, out_links, out_t0,
+                                     out_old, n_out)
+        for j in range(n_links):
+            link = comp_links[j]
+            local[link] = 0
+            if cnt[link] == 1 and stamp_f[rows[link, 0]] == stamp:
+                continue  # a seed private to a solved flow: accounted with it above
+            if loads[j] != load[link]:  # an unchanged load needs no accounting
+                n_out = _account(link, loads[j], now, load, nominal, busy, link_t, peak, out_links, out_t0, out_old,
+                                 n_out)
+    return n_out, _next(num, hkeys, hvals, stats)
+
+
+@njit(cache=True, nogil=True)
+def _remove(removes, nl, links, pos, rows, roww, cnt, local, grp, succ, num, seeds, n_seeds, level):
+    """Take the flows ``removes`` off their links' rows (swapping each row's last flow into the hole),
+    seeding their links; returns (seeds, level). perf: a row the removes empty ends empty in any
+    order: marked -1 in ``local``, it only counts down (a split message's pieces leave their NIC
+    port and most core links all together)."""
     if removes.shape[0] > 1:
         for r in removes:
             for k in range(nl[r]):
@@ -106,8 +215,7 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
                 if local[link] > 0:
                     local[link] = -1 if local[link] == cnt[link] else 0
     for r in removes:
-        if num[r, RATE] < level:
-            level = num[r, RATE]
+        level = min(level, num[r, RATE])
         for k in range(nl[r]):
             link = links[r, k]
             seeds[n_seeds] = link
@@ -133,8 +241,15 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
         succ[r] = 0
         num[r, RATE] = 0.0
         num[r, FIN] = np.inf
-    # Phase 2: adds: whole messages (add_num: cap, remaining, fid, bytes), then the pieces of the
-    # split messages in ``bulk`` (k, cap, size, first fid, group), each a fraction of its message.
+    return n_seeds, level
+
+
+@njit(cache=True, nogil=True)
+def _add(add_slots, add_nl, add_links, add_w, add_num, bulk, piece_fd, groups, links, w, pos, rows, roww, cnt, seeds,
+         n_seeds, nl, num, grp, stamp_new, stamp, now):
+    """Put the added flows on their links: whole messages (``add_num``: cap, remaining, fid, bytes),
+    then the pieces of the split messages in ``bulk`` (k, cap, size, first fid, group), each a
+    fraction of its message; returns the seed count."""
     off = 0
     n_single = add_num.shape[1]
     for i in range(n_single):
@@ -177,142 +292,50 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
             stamp_new[s] = stamp
             off += n
             i += 1
-    if level > 0.0:
-        for i in range(add_links.shape[0]):
-            link = add_links[i]
-            if local[link] != 0:
-                continue  # perf: a link several added flows cross (a split message's NIC port) once
-            local[link] = 1
-            total = 0.0
-            for j in range(cnt[link]):
-                total += roww[link, j]
-            share = capacity[link] / total
-            if share < level:
-                level = share
-        for i in range(add_links.shape[0]):
-            local[add_links[i]] = 0
-    # Flows below the level keep their rates (margin: the solver's tolerance).
-    keep_below = level * (1.0 - 1e-7) if level > 0.0 else 0.0
-    # Phase 3: the parts of the contention graph the seeds touch, each solved whole.
-    n_out = 0
-    for si in range(n_seeds):
-        seed = seeds[si]
-        if stamp_l[seed] == stamp:
-            continue
-        stamp_l[seed] = stamp
-        if cnt[seed] == 0:
-            if load[seed] != 0.0:
-                n_out = _account(seed, 0.0, now, load, nominal, busy, link_t, peak, out_links, out_t0, out_old,
-                                 n_out)
-            continue
-        n = 0
-        n_links = 0
-        top = 0
-        stack[top] = seed
-        top += 1
-        while top > 0:
-            top -= 1
-            link = stack[top]
-            local[link] = n_links
-            comp_links[n_links] = link
-            fixed = 0.0
-            for j in range(cnt[link]):
-                f = rows[link, j]
-                rate = num[f, RATE]
-                if rate < keep_below and stamp_new[f] != stamp:
-                    fixed += roww[link, j] * rate
-                elif stamp_f[f] != stamp:
-                    stamp_f[f] = stamp
-                    comp[n] = f
-                    n += 1
-                    for k in range(nl[f]):
-                        other = links[f, k]
-                        if stamp_l[other] != stamp:
-                            stamp_l[other] = stamp
-                            # perf: a link only f crosses joins no component and is no heap
-                            # entry: it caps f (below) and is accounted with f's rate
-                            if cnt[other] > 1:
-                                stack[top] = other
-                                top += 1
-            kept[n_links] = fixed
-            residual = capacity[link] - fixed
-            cap_local[n_links] = residual if residual > 0.0 else 0.0
-            loads[n_links] = fixed
-            n_links += 1
-        # Private links (cnt 1) are not in the component: their capacity / weight caps their flow
-        # (what the solver would make of them too, to the bit).
-        n_entries = 0
-        for i in range(n):
-            f = comp[i]
-            rem = num[f, REM] - num[f, RATE] * (now - num[f, UPD])
-            num[f, REM] = rem if rem > 0.0 else 0.0
-            num[f, UPD] = now
-            for k in range(nl[f]):
-                if cnt[links[f, k]] > 1:
-                    n_entries += 1
-        if n == 1:
-            f = comp[0]
-            rate = num[f, CAP]
-            for k in range(nl[f]):
-                link = links[f, k]
-                residual = cap_local[local[link]] if cnt[link] > 1 else max(capacity[link], 0.0)
-                solo = residual / w[f, k]
-                if solo < rate:
-                    rate = solo
-            num[f, RATE] = rate
-        elif n > 1:
-            ef = np.empty(n_entries, np.int64)
-            el = np.empty(n_entries, np.int64)
-            ew = np.empty(n_entries)
-            caps = np.empty(n)
-            e = 0
-            for i in range(n):
-                f = comp[i]
-                cap = num[f, CAP]
-                for k in range(nl[f]):
-                    link = links[f, k]
-                    if cnt[link] > 1:
-                        ef[e] = i
-                        el[e] = local[link]
-                        ew[e] = w[f, k]
-                        e += 1
-                    elif w[f, k] > 0.0:
-                        solo = max(capacity[link], 0.0) / w[f, k]
-                        if solo < cap:
-                            cap = solo
-                caps[i] = cap
-            rates = _bottleneck(ef, el, ew, cap_local[:n_links].copy(), n, caps, rtol)
-            for i in range(n):
-                num[comp[i], RATE] = rates[i]
-            stats[1] += 1
-        stats[2] += n
-        if n > stats[3]:
-            stats[3] = n
-        for i in range(n):
-            f = comp[i]
+    return n_seeds
+
+
+@njit(cache=True, nogil=True)
+def _component(seed, stamp, keep_below, stack, comp, comp_links, rows, roww, cnt, nl, links, num, stamp_f, stamp_l,
+               stamp_new, local, kept, cap_local, loads, capacity):
+    """The part of the contention graph reachable from ``seed``: its flows (``comp``) and shared links
+    (``comp_links``, with the load of the flows kept below the level and the capacity left); returns
+    (flows, links)."""
+    n = 0
+    n_links = 0
+    top = 0
+    stack[top] = seed
+    top += 1
+    while top > 0:
+        top -= 1
+        link = stack[top]
+        local[link] = n_links
+        comp_links[n_links] = link
+        fixed = 0.0
+        for j in range(cnt[link]):
+            f = rows[link, j]
             rate = num[f, RATE]
-            if rate > 0.0:
-                fin = now + num[f, REM] / rate
-                num[f, FIN] = fin
-                _push_finish(num, hkeys, hvals, stats, fin, f)
-            else:
-                num[f, FIN] = np.inf
-            for k in range(nl[f]):
-                link = links[f, k]
-                if cnt[link] > 1:
-                    loads[local[link]] += w[f, k] * rate
-                elif w[f, k] * rate != load[link]:
-                    n_out = _account(link, w[f, k] * rate, now, load, nominal, busy, link_t, peak, out_links, out_t0,
-                                     out_old, n_out)
-        for j in range(n_links):
-            link = comp_links[j]
-            local[link] = 0
-            if cnt[link] == 1 and stamp_f[rows[link, 0]] == stamp:
-                continue  # a seed private to a solved flow: accounted with it above
-            if loads[j] != load[link]:  # an unchanged load needs no accounting
-                n_out = _account(link, loads[j], now, load, nominal, busy, link_t, peak, out_links, out_t0, out_old,
-                                 n_out)
-    return n_out, _next(num, hkeys, hvals, stats)
+            if rate < keep_below and stamp_new[f] != stamp:
+                fixed += roww[link, j] * rate
+            elif stamp_f[f] != stamp:
+                stamp_f[f] = stamp
+                comp[n] = f
+                n += 1
+                for k in range(nl[f]):
+                    other = links[f, k]
+                    if stamp_l[other] != stamp:
+                        stamp_l[other] = stamp
+                        # perf: a link only f crosses joins no component and is no heap
+                        # entry: it caps f (below) and is accounted with f's rate
+                        if cnt[other] > 1:
+                            stack[top] = other
+                            top += 1
+        kept[n_links] = fixed
+        residual = capacity[link] - fixed
+        cap_local[n_links] = max(0.0, residual)
+        loads[n_links] = fixed
+        n_links += 1
+    return n, n_links
 
 
 @njit(cache=True, nogil=True)
@@ -334,18 +357,20 @@ def _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, 
 
 @njit(cache=True, nogil=True)
 def _account(link, new, now, load, nominal, busy, link_t, peak, out_links, out_t0, out_old, n_out):
-    """``link`` changes load: close its busy interval, note the interval, raise its peak."""
+    """``link`` changes load: close its busy interval, note the interval; the old load raises the
+    link's peak if the link carried it for a positive time (a load replaced within its instant,
+    while the instant's changes were applied one by one, was never carried)."""
     old = load[link]
     if old > 0.0:
         busy[link] += now - link_t[link]
+        if now > link_t[link]:
+            util = old / nominal[link]
+            peak[link] = max(peak[link], util)
     out_links[n_out] = link
     out_t0[n_out] = link_t[link]
     out_old[n_out] = old
     link_t[link] = now
     load[link] = new
-    util = new / nominal[link]
-    if util > peak[link]:
-        peak[link] = util
     return n_out + 1
 
 
@@ -491,460 +516,6 @@ def _drain_kernel(num, horizon, now, hkeys, hvals, stats, slot_int, links, w, po
                                   np.empty(0, np.int64), now, rtol, prune)
     return codes[:n_codes], found, n_out, t_next
 
-
-# ---------------------------------------------------------------------------------------------
-# A whole ring collective in one call (see Fabric.run_ring): the same flushes and drains, in the
-# same order, that the Fabric's SimPy path makes for it, without an event or a Python call per
-# message.
-
-# Scalar state of a ring run (``iv`` ints, ``fv`` floats), shared with the helpers below.
-(_PEND, _START, _ARMED, _TVALID, _FID, _NFREE, _EARR, _EFLUSH, _ETIMER, _FLUSHES, _FLOWS, _NAH, _SEQ, _NREC,
- _NSTALE, _NDONE, _NTIMERS, _NGFREE, _SUBFLOWS, _GROUPED, _PSTAMP) = range(21)
-_NOW, _NEXT_T, _TIMER_AT, _TIMER_FIRE = range(4)
-#: What the Fabric reads back from a ring run's state.
-RING_TVALID, RING_FID, RING_NFREE, RING_EARR, RING_EFLUSH, RING_ETIMER, RING_FLUSHES, RING_FLOWS, RING_NTIMERS = (
-    _TVALID, _FID, _NFREE, _EARR, _EFLUSH, _ETIMER, _FLUSHES, _FLOWS, _NTIMERS)
-RING_NGFREE, RING_SUBFLOWS, RING_GROUPED = _NGFREE, _SUBFLOWS, _GROUPED
-RING_NEXT_T, RING_TIMER_AT, RING_TIMER_FIRE = _NEXT_T, _TIMER_AT, _TIMER_FIRE
-
-
-@njit(cache=True, nogil=True)
-def _arrival_push(ah, n, t, seq, conn, msg):
-    """Push an arrival (time, sequence, receiving connection, message) onto the heap ``ah[:n]``,
-    ordered by (time, sequence) as SimPy orders events of one priority; returns the heap (grown if full)."""
-    if n == ah.shape[0]:
-        bigger = np.empty((2 * n, 4))
-        bigger[:n] = ah
-        ah = bigger
-    i = n
-    ah[i, 0], ah[i, 1], ah[i, 2], ah[i, 3] = t, seq, conn, msg
-    while i > 0:
-        p = (i - 1) >> 1
-        if ah[p, 0] < ah[i, 0] or (ah[p, 0] == ah[i, 0] and ah[p, 1] < ah[i, 1]):
-            break
-        for c in range(4):
-            ah[p, c], ah[i, c] = ah[i, c], ah[p, c]
-        i = p
-    return ah
-
-
-@njit(cache=True, nogil=True)
-def _arrival_pop(ah, n):
-    """Remove the earliest arrival of ``ah[:n]`` (read it from ``ah[0]`` first)."""
-    n -= 1
-    for c in range(4):
-        ah[0, c] = ah[n, c]
-    i = 0
-    while True:
-        left = 2 * i + 1
-        if left >= n:
-            break
-        child = left
-        right = left + 1
-        if right < n and (ah[right, 0] < ah[left, 0] or (ah[right, 0] == ah[left, 0] and ah[right, 1] < ah[left, 1])):
-            child = right
-        if ah[i, 0] < ah[child, 0] or (ah[i, 0] == ah[child, 0] and ah[i, 1] < ah[child, 1]):
-            break
-        for c in range(4):
-            ah[child, c], ah[i, c] = ah[i, c], ah[child, c]
-        i = child
-
-
-@njit(cache=True, nogil=True)
-def _ring_send(i, j, iv, fv, cst, succ, groups, pending, posted, size, q_fid, q_start):
-    """Connection ``i`` posts its message ``j`` now (``Fabric.send``): queued behind the one
-    transmitting, or starting at this instant's flush. ``cst`` rows: messages sent, the message
-    transmitting (-1: idle), its slot, its group, whether one waits behind it, queue pairs, paths.
-    Each connection's messages in flight or queued keep their fid and start time in
-    ``q_fid[i, j % width]``, ``q_start[i, j % width]``; returns those (wider if one was full)."""
-    if cst[1, i] >= 0 and j - cst[1, i] >= q_fid.shape[1]:  # full: double, each message at j % new width
-        width = q_fid.shape[1]
-        wider_fid = np.empty((q_fid.shape[0], 2 * width), np.int64)
-        wider_start = np.empty((q_fid.shape[0], 2 * width))
-        for k in range(q_fid.shape[0]):
-            if cst[1, k] >= 0:
-                for m in range(cst[1, k], cst[0, k]):
-                    wider_fid[k, m % (2 * width)] = q_fid[k, m % width]
-                    wider_start[k, m % (2 * width)] = q_start[k, m % width]
-        q_fid, q_start = wider_fid, wider_start
-    at = j % q_fid.shape[1]
-    q_fid[i, at] = iv[_FID]
-    iv[_FID] += 1
-    q_start[i, at] = fv[_NOW]
-    posted[i] += size
-    cst[0, i] = j + 1
-    if cst[1, i] >= 0:
-        if cst[4, i] == 0:  # (Fabric._mark_successor)
-            cst[4, i] = 1
-            if cst[3, i] >= 0:
-                groups[2, cst[3, i]] = 1.0
-            elif cst[2, i] >= 0:
-                succ[cst[2, i]] = 1
-    else:
-        cst[1, i] = j
-        cst[2, i] = -1
-        cst[3, i] = -1
-        cst[4, i] = 0
-        pending[iv[_PEND]] = i
-        iv[_PEND] += 1
-        iv[_ARMED] = 1
-    return q_fid, q_start
-
-
-@njit(cache=True, nogil=True)
-def _ring_complete(code, iv, fv, ah, slot_conn, group_conn, cst, cur_delay, starting, c_recv, groups, gfree,
-                   delivered, size, q_fid, q_start, rec_fid, rec_conn, rec_start, rec_end, rec_paths):
-    """Message ``code`` (a slot, or ``-(g + 1)`` for group g) has drained (``Fabric._complete`` or
-    ``_group_done``): its arrival is due after its delay, and the next message queued on its
-    connection starts at this flush. Returns the arrival heap."""
-    now = fv[_NOW]
-    if code >= 0:
-        i = slot_conn[code]
-        slot_conn[code] = -1
-        end = now + cur_delay[i]
-    else:
-        g = -code - 1
-        i = group_conn[g]
-        end = now + (groups[1, g] - now)  # (the Fabric's delay: latest piece arrival - now)
-        gfree[iv[_NGFREE]] = g
-        iv[_NGFREE] += 1
-    j = cst[1, i]
-    ah = _arrival_push(ah, iv[_NAH], end, iv[_SEQ], c_recv[i], j)
-    iv[_NAH] += 1
-    iv[_SEQ] += 1
-    delivered[i] += size
-    if rec_fid.shape[0]:
-        n = iv[_NREC]
-        at = j % q_fid.shape[1]
-        rec_fid[n], rec_conn[n], rec_start[n], rec_end[n], rec_paths[n] = q_fid[i, at], i, q_start[i, at], end, \
-            cst[6, i]
-        iv[_NREC] = n + 1
-    cst[2, i] = -1
-    cst[3, i] = -1
-    if cst[0, i] > j + 1:
-        cst[1, i] = j + 1
-        cst[4, i] = 1 if cst[0, i] > j + 2 else 0
-        starting[iv[_START]] = i
-        iv[_START] += 1
-    else:
-        cst[1, i] = -1
-    return ah
-
-
-@njit(cache=True, nogil=True)
-def _ring_arm_timer(iv, fv, stale):
-    """``Fabric._arm_timer``: wake up at the next finish time unless an earlier wake-up is set (a
-    later one goes stale: it still fires, as a no-op). Returns the stale fire times (grown if full)."""
-    t = fv[_NEXT_T]
-    if t < fv[_TIMER_AT]:
-        if iv[_TVALID]:
-            if iv[_NSTALE] == stale.shape[0]:
-                bigger = np.empty(2 * stale.shape[0])
-                bigger[:iv[_NSTALE]] = stale
-                stale = bigger
-            stale[iv[_NSTALE]] = fv[_TIMER_FIRE]
-            iv[_NSTALE] += 1
-        now = fv[_NOW]
-        fv[_TIMER_AT] = t
-        fv[_TIMER_FIRE] = now + max(t - now, 0.0)
-        iv[_TVALID] = 1
-        iv[_NTIMERS] += 1
-    return stale
-
-
-@njit(cache=True, nogil=True)
-def _ring_plan(order, iv, c_group, c_rank, span, g_s, g_cursor, g_pos, plan_at, plan_k, plan_frac):
-    """Ethereal's batch plan of the connections starting now (``Ethereal.plan`` with its
-    ``equal_split``): per sender NIC and destination uplink set (``c_group``), in order of first
-    appearance, the connections sorted by (dst, channel, job, comm) (``c_rank``, ties in batch
-    order) get windows of ``plan_k`` consecutive uplinks from ``plan_at``, each piece
-    ``plan_frac``, starting where the group's previous batch stopped."""
-    n = order.shape[0]
-    iv[_PSTAMP] += 1
-    stamp = iv[_PSTAMP]
-    key = np.empty(n, np.int64)
-    n_g = 0
-    for q in range(n):
-        g = c_group[order[q]]
-        if g_pos[0, g] != stamp:
-            g_pos[0, g] = stamp
-            g_pos[1, g] = n_g
-            n_g += 1
-    for q in range(n):  # (span: more than any rank)
-        key[q] = g_pos[1, c_group[order[q]]] * span + c_rank[order[q]]
-    idx = np.argsort(key, kind="mergesort")
-    q = 0
-    while q < n:
-        g = c_group[order[idx[q]]]
-        e = q
-        while e < n and c_group[order[idx[e]]] == g:
-            e += 1
-        m = e - q
-        s = g_s[g]
-        start = g_cursor[g]
-        whole = (m // s) * s
-        r = m - whole
-        per = 0
-        if r:
-            a, b = r, s
-            while b:
-                a, b = b, a % b
-            per = s // a
-        for t in range(m):
-            i = order[idx[q + t]]
-            if t < whole:
-                plan_at[i] = (start + t % s) % s
-                plan_k[i] = 1
-                plan_frac[i] = 1.0
-            else:
-                plan_at[i] = (start + ((t - whole) * per) % s) % s
-                plan_k[i] = per
-                plan_frac[i] = 1.0 / per
-        g_cursor[g] = (start + m) % s
-        q = e
-
-
-@njit(cache=True, nogil=True)
-def _ring_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, scratch, hkeys, hvals, stats, groups,
-                 free, n_free, gfree, n_gfree, c_links, c_w, c_nl, c_cap, c_delay, c_paths, c_recv, planned, p_links,
-                 p_nl, p_delay, c_group, c_rank, g_s, g_cursor, plan, size, n_msgs, chunks, posted, delivered,
-                 c_qps, now0, tol, next_t, fid0, record, rtol, prune):
-    """Run a ring of ``n_msgs`` messages of ``size`` bytes per connection to its end, as the Fabric
-    would: connection ``i`` (one rank's link to its successor) sends message ``j`` once message
-    ``j - chunks`` has reached the rank (``c_recv[k] = i`` when connection ``k`` delivers to that
-    rank), the first ``chunks`` at once; messages of one connection go in order.
-
-    Routes: fixed per connection (``c_links``, ``c_w``, ``c_nl``, ``c_delay``, ``c_paths`` paths),
-    or with ``planned`` Ethereal's batch plan per instant (:func:`_ring_plan`) over each
-    connection's paths ``p_links``, ``p_nl``, ``p_delay``: a window of one path is a whole flow, a
-    longer one a message group of one piece per path (written back in ``plan``: start, count,
-    fraction). Each simulated instant runs as the SimPy path runs it: arrivals (in scheduling
-    order), then the completion timer's drain (fused with the re-solve unless a send or a
-    successor is due), then the flush (completions, then starts, then one flush kernel call); the
-    timer is then set to ``now + (next finish - now)``, superseding a later one.
-
-    Returns (ints, floats, arrival time of each rank's last message by connection, connections in
-    the order their ranks finished, records (fid, connection, start, end, paths) or empty, stale
-    timer times, number of them).
-    """
-    n_conn = c_recv.shape[0]
-    succ = slot_int[SUCC]
-    iv = np.zeros(21, np.int64)
-    fv = np.zeros(4)
-    iv[_FID] = fid0
-    iv[_NFREE] = n_free
-    iv[_NGFREE] = n_gfree
-    fv[_NOW] = now0
-    fv[_NEXT_T] = next_t
-    fv[_TIMER_AT] = np.inf
-    fv[_TIMER_FIRE] = np.inf
-    cst = np.full((7, n_conn), -1, np.int64)
-    cst[0] = 0
-    cst[4] = 0
-    cur_delay = np.zeros(n_conn)
-    plan_at = np.zeros(n_conn, np.int64)
-    plan_k = np.ones(n_conn, np.int64)
-    plan_frac = np.ones(n_conn)
-    g_pos = np.zeros((2, g_s.shape[0]), np.int64)
-    span = c_rank.max() + 1 if c_rank.shape[0] else 1
-    pending = np.empty(n_conn, np.int64)
-    starting = np.empty(n_conn, np.int64)
-    slot_conn = np.full(num.shape[0], -1, np.int64)
-    group_conn = np.full(groups.shape[1], -1, np.int64)
-    q_fid = np.empty((n_conn, 4), np.int64)
-    q_start = np.empty((n_conn, 4))
-    n_rec = n_conn * n_msgs if record else 0
-    rec_fid, rec_conn, rec_paths = np.empty(n_rec, np.int64), np.empty(n_rec, np.int64), np.empty(n_rec, np.int64)
-    rec_start, rec_end = np.empty(n_rec), np.empty(n_rec)
-    done_t = np.full(n_conn, np.nan)
-    done_order = np.empty(n_conn, np.int64)
-    ah = np.empty((2 * n_conn + 16, 4))
-    stale = np.empty(64)
-    drained_codes = np.empty(0, np.int64)
-    rem = np.empty(0, np.int64)
-    no_seeds = np.empty(0, np.int64)
-    for i in range(n_conn):  # every rank's first messages (its process's first step)
-        for j in range(min(chunks, n_msgs)):
-            q_fid, q_start = _ring_send(i, j, iv, fv, cst, succ, groups, pending, posted, size, q_fid, q_start)
-    while iv[_NDONE] < n_conn:
-        # The next event in SimPy's order: (time, priority), arrivals by their sequence.
-        kind = -1
-        best = np.inf
-        if iv[_NAH] > 0:
-            kind, best = 0, ah[0, 0]
-        if iv[_TVALID] and fv[_TIMER_FIRE] < best:
-            kind, best = 1, fv[_TIMER_FIRE]
-        if iv[_ARMED] and fv[_NOW] < best:
-            kind, best = 2, fv[_NOW]
-        if kind < 0:
-            raise RuntimeError("ring kernel: nothing left to happen before every rank finished")
-        if kind == 0:  # an arrival: the rank sends its next message, or is done
-            fv[_NOW] = ah[0, 0]
-            k, a = int(ah[0, 2]), int(ah[0, 3])
-            _arrival_pop(ah, iv[_NAH])
-            iv[_NAH] -= 1
-            iv[_EARR] += 1
-            if a + chunks < n_msgs:
-                q_fid, q_start = _ring_send(k, a + chunks, iv, fv, cst, succ, groups, pending, posted, size, q_fid,
-                                            q_start)
-            if a == n_msgs - 1:
-                done_t[k] = fv[_NOW]
-                done_order[iv[_NDONE]] = k
-                iv[_NDONE] += 1
-            continue
-        flush = kind == 2
-        if kind == 1:  # the completion timer (Fabric._on_timer)
-            now = fv[_NOW] = fv[_TIMER_FIRE]
-            iv[_ETIMER] += 1
-            iv[_TVALID] = 0
-            fv[_TIMER_AT] = np.inf
-            codes, found, n_out, t_next = _drain_kernel(num, now + tol, now, hkeys, hvals, stats, slot_int, links, w,
-                                                        pos, rows, roww, link_int, link_flt, scratch, groups,
-                                                        iv[_ARMED] == 0 and rem.shape[0] == 0, rtol, prune)
-            if n_out >= 0:  # fused: removed and re-solved (Fabric._fused_flush)
-                for s in found:
-                    free[iv[_NFREE]] = s
-                    iv[_NFREE] += 1
-                iv[_FLUSHES] += 1
-                fv[_NEXT_T] = t_next
-                for c in codes:
-                    ah = _ring_complete(c, iv, fv, ah, slot_conn, group_conn, cst, cur_delay, starting, c_recv,
-                                        groups, gfree, delivered, size, q_fid, q_start, rec_fid, rec_conn,
-                                        rec_start, rec_end, rec_paths)
-                if iv[_START] == 0:
-                    stale = _ring_arm_timer(iv, fv, stale)
-                    continue
-                flush = True  # (a successor flag was missing: the Fabric flushes at once)
-            else:
-                if found.shape[0]:
-                    rem = np.concatenate((rem, found))
-                if codes.shape[0] or found.shape[0]:
-                    drained_codes = np.concatenate((drained_codes, codes))
-                    flush = iv[_ARMED] == 0  # otherwise the armed flush takes them
-                else:
-                    stale = _ring_arm_timer(iv, fv, stale)
-                    continue
-        else:  # the flush event of this instant
-            iv[_EFLUSH] += 1
-            iv[_ARMED] = 0
-        if not flush:
-            continue
-        # Fabric._flush: completions, then the messages starting now, then one kernel call.
-        now = fv[_NOW]
-        iv[_FLUSHES] += 1
-        for c in drained_codes:
-            ah = _ring_complete(c, iv, fv, ah, slot_conn, group_conn, cst, cur_delay, starting, c_recv, groups,
-                                gfree, delivered, size, q_fid, q_start, rec_fid, rec_conn, rec_start, rec_end,
-                                rec_paths)
-        drained_codes = np.empty(0, np.int64)
-        n_add = iv[_START] + iv[_PEND]
-        if n_add or rem.shape[0]:
-            order = np.empty(n_add, np.int64)
-            for q in range(n_add):
-                order[q] = starting[q] if q < iv[_START] else pending[q - iv[_START]]
-            iv[_START] = 0
-            iv[_PEND] = 0
-            if planned and n_add:
-                _ring_plan(order, iv, c_group, c_rank, span, g_s, g_cursor, g_pos, plan_at, plan_k, plan_frac)
-            # Whole messages first, then the pieces of the split ones (FlowTable.flush's layout).
-            n_single = n_single_links = n_groups = n_pieces = n_piece_links = 0
-            for i in order:
-                if not planned:
-                    n_single += 1
-                    n_single_links += c_nl[i]
-                elif plan_k[i] == 1:
-                    n_single += 1
-                    n_single_links += p_nl[i, plan_at[i]]
-                else:
-                    s = g_s[c_group[i]]
-                    n_groups += 1
-                    n_pieces += plan_k[i]
-                    for j in range(plan_k[i]):
-                        n_piece_links += p_nl[i, (plan_at[i] + j) % s]
-            add_int = np.empty((2, n_single + n_pieces), np.int64)
-            add_links = np.empty(n_single_links + n_piece_links, np.int64)
-            add_w = np.empty(n_single_links + n_piece_links)
-            add_num = np.empty((4, n_single))
-            bulk = np.empty((5, n_groups))
-            piece_fd = np.empty((2, n_pieces))
-            si, off_s, pi, off_p, gi = 0, 0, n_single, n_single_links, 0
-            for i in order:
-                iv[_FLOWS] += 1
-                if planned and plan_k[i] > 1:  # a message group (Fabric._admit_group)
-                    k, at, s, frac = plan_k[i], plan_at[i], g_s[c_group[i]], plan_frac[i]
-                    c_qps[i] = max(c_qps[i], k)
-                    cst[6, i] = k
-                    if iv[_NGFREE] < 1 or iv[_NFREE] < k:
-                        raise RuntimeError("ring kernel: out of slots or groups (the caller sizes them)")
-                    iv[_NGFREE] -= 1
-                    g = gfree[iv[_NGFREE]]
-                    groups[2, g] = 1.0 if cst[4, i] else 0.0
-                    cst[3, i] = g
-                    group_conn[g] = i
-                    bulk[0, gi], bulk[1, gi], bulk[2, gi], bulk[3, gi], bulk[4, gi] = k, c_cap[i] * frac, size * frac, \
-                        iv[_FID], g
-                    gi += 1
-                    iv[_FID] += k
-                    iv[_SUBFLOWS] += k
-                    iv[_GROUPED] += 1
-                    for j in range(k):
-                        p = (at + j) % s
-                        iv[_NFREE] -= 1
-                        n = p_nl[i, p]
-                        add_int[0, pi] = free[iv[_NFREE]]
-                        add_int[1, pi] = n
-                        add_links[off_p:off_p + n] = p_links[i, p, :n]
-                        add_w[off_p:off_p + n] = 1.0
-                        piece_fd[0, pi - n_single] = 1.0
-                        piece_fd[1, pi - n_single] = p_delay[i, p]
-                        pi += 1
-                        off_p += n
-                    continue
-                c_qps[i] = max(c_qps[i], 1)
-                if iv[_NFREE] < 1:
-                    raise RuntimeError("ring kernel: out of slots (the caller sizes them)")
-                iv[_NFREE] -= 1
-                slot = free[iv[_NFREE]]
-                slot_conn[slot] = i
-                cst[2, i] = slot
-                if cst[4, i]:
-                    succ[slot] = 1
-                if planned:
-                    p = plan_at[i]
-                    n = p_nl[i, p]
-                    add_links[off_s:off_s + n] = p_links[i, p, :n]
-                    add_w[off_s:off_s + n] = 1.0
-                    cur_delay[i] = p_delay[i, p]
-                    cst[6, i] = 1
-                else:
-                    n = c_nl[i]
-                    add_links[off_s:off_s + n] = c_links[i, :n]
-                    add_w[off_s:off_s + n] = c_w[i, :n]
-                    cur_delay[i] = c_delay[i]
-                    cst[6, i] = c_paths[i]
-                add_int[0, si] = slot
-                add_int[1, si] = n
-                add_num[0, si] = c_cap[i]
-                add_num[1, si] = size
-                add_num[2, si] = q_fid[i, cst[1, i] % q_fid.shape[1]]
-                add_num[3, si] = size
-                si += 1
-                off_s += n
-            n_out, t_next = _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, scratch,
-                                          hkeys, hvals, stats, rem, add_int, add_links, add_w, add_num, bulk,
-                                          piece_fd, groups, no_seeds, now, rtol, prune)
-            if n_out < 0:
-                raise RuntimeError("ring kernel: a link's row is too narrow (the caller sizes them)")
-            for s in rem:
-                free[iv[_NFREE]] = s
-                iv[_NFREE] += 1
-            rem = np.empty(0, np.int64)
-            fv[_NEXT_T] = t_next
-        stale = _ring_arm_timer(iv, fv, stale)
-    if planned:
-        for i in range(n_conn):
-            plan[0, i], plan[1, i], plan[2, i] = plan_at[i], plan_k[i], plan_frac[i]
-    return iv, fv, done_t, done_order, rec_fid, rec_conn, rec_start, rec_end, rec_paths, stale, iv[_NSTALE]
 
 class FlowTable:
     """Array state of the flows in flight (see the module docstring); used by the Fabric."""
@@ -1164,37 +735,39 @@ def _widen(a: np.ndarray, width: int) -> np.ndarray:
 
 
 def warm_up() -> None:
-    """Compile the kernels now (or load them from numba's on-disk cache): a tiny flush and drain,
-    and a tiny ring run in one call (:meth:`~netsim.engine.fabric.Fabric.run_ring`)."""
-    table = FlowTable(np.ones(3), slots=2)
-    table.flush([], [(0, np.array([0, 1]), np.array([1.0, 0.5]), math.inf, 1.0, 0, 1.0),
-                     (1, np.array([1, 2]), np.ones(2), 5.0, 1.0, 1, 1.0)], [], set(), 0.0)
-    table.drain(math.inf, 0.0, True)
-    from netsim.collectives.ring import ring_allreduce  # (here: they import this module)
-    from netsim.engine.fabric import Environment, Fabric
+    """Compile the engine's kernels now (or load them from numba's on-disk cache): a tiny schedule
+    run by the compiled executor, with every observer on, and a fault."""
+    from netsim.engine.clock import Environment
+    from netsim.engine.core import CompiledCore
+    from netsim.engine.model import ScheduleBuilder
     from netsim.routing import make_routing
     from netsim.topology import leaf_spine
 
     topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=1, gpus_per_host=1, nics_per_host=1, nic_bandwidth_Bps=1e9,
                       uplink_bandwidth_Bps=1e9, intra_bandwidth_Bps=1e10)
-    for routing in ("ecmp", "ethereal"):  # (one compiled ring kernel serves both modes)
+    for routing in ("ecmp", "split"):  # (whole messages and split ones)
         env = Environment()
-        fabric = Fabric(env, topo, make_routing(routing, topo, np.random.default_rng(0)), track_congestion=False,
-                        compiled=True)
-        env.run(env.process(ring_allreduce(env, fabric, [0, 1], 1e6)))
+        core = CompiledCore(env, topo, make_routing(routing, topo, np.random.default_rng(0)), link_series_bins=4)
+        b = ScheduleBuilder()
+        c = b.connect([0, 1], [1, 0])
+        first = b.send(c, 1e6)
+        b.delay(1e-6, after=first[:1])
+        b.join(after=[first.tolist()])
+        run = core.submit(b.build())
+        env.run(run.done)
 
 
 def _drop_stale_kernels() -> None:
-    """Forget compiled table kernels older than the solver module they inline.
+    """Forget compiled kernels older than the modules they inline.
 
     numba's on-disk cache checks only the kernel's own source file: after an edit of
-    :mod:`netsim.solver.bottleneck` alone it would load kernels built with the old solver.
+    :mod:`netsim.solver.bottleneck` (inlined by the table's kernels) or of this module (inlined by
+    the event loop of :mod:`netsim.engine.dag`) alone it would load kernels built with the old code.
     """
     import netsim.solver.bottleneck as solver
 
-    changed = Path(solver.__file__).stat().st_mtime
-    for kernel in (_flush_kernel, _drain_kernel, _place_by_fid, _push_finish, _rebuild_heap, _next, _ring_kernel, _ring_send,
-                   _ring_complete, _ring_arm_timer, _ring_plan, _arrival_push, _arrival_pop):
+    changed = max(Path(solver.__file__).stat().st_mtime, Path(__file__).stat().st_mtime)
+    for kernel in _kernels():
         try:
             index = Path(kernel._cache._cache_file._index_path)
         except AttributeError:  # no numba, or a numba without this cache layout
@@ -1206,13 +779,15 @@ def _drop_stale_kernels() -> None:
             pass
 
 
-_drop_stale_kernels()
+def _kernels() -> tuple:
+    from netsim.engine import dag
+    return (_flush_kernel, _drain_kernel, _place_by_fid, _push_finish, _rebuild_heap, _next, dag.advance,
+            dag.release_roots)
 
 
 def kernels_cached() -> bool:
-    """Whether numba has compiled the kernels on this machine before (a first run takes ~15 s)."""
+    """Whether numba has compiled the kernels on this machine before (a first run compiles them)."""
     try:
-        return all(Path(k._cache._cache_file._index_path).is_file() for k in (_flush_kernel, _drain_kernel,
-                                                                                 _ring_kernel))
+        return all(Path(k._cache._cache_file._index_path).is_file() for k in _kernels())
     except AttributeError:  # no numba (plain functions), or a numba without this cache layout
         return True

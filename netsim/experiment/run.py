@@ -176,7 +176,7 @@ def simulate(spec: ExperimentSpec, topology: Topology, jobs: list[JobPlan], rout
     routing = make_routing(spec.routing.type, topology, routing_rng, spec.routing.options)
     fabric = Fabric(env, topology, routing, completion_tolerance_s=spec.engine.completion_tolerance,
                     record_flows=spec.engine.record_flows, track_congestion=spec.engine.congestion,
-                    link_series_bins=spec.engine.link_series)
+                    link_series_bins=spec.engine.link_series, backend=spec.engine.backend)
     records: list[CollectiveRecord] = []
     iteration_records: list[IterationRecord] = []
     use_ideal = spec.engine.ideal if ideal is None else ideal
@@ -266,7 +266,7 @@ def _training_probe(spec: ExperimentSpec, topology: Topology, job: JobPlan,
     env = Environment()
     routing = make_routing(spec.routing.type, topology, rng, spec.routing.options)
     fabric = Fabric(env, topology, routing, completion_tolerance_s=spec.engine.completion_tolerance,
-                    record_flows=False, track_congestion=False)
+                    record_flows=False, track_congestion=False, backend=spec.engine.backend)
     accounts: list = []
     iters: list = []
     env.process(run_training(env, fabric, job.plan, iterations=1, records=[], iteration_records=iters,

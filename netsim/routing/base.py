@@ -137,8 +137,9 @@ class RoutingPolicy(Protocol):
         The routes of one connection as ``[(path, fraction), ...]``: the per-connection view,
         for tests and tools (``routes([c])`` describes exactly these routes).
 
-    The first engine's Fabric still asks ``paths`` per message, and reads ``plan(batch)`` (C4P,
-    Ethereal, table) and ``fixed`` when present; they stay until the engine calls ``routes``.
+    plan(connections):
+        Decide a batch jointly before ``paths`` is asked for each of it (the reference executor's
+        per-message view of ``routes``); a no-op for policies that decide each connection alone.
     """
 
     independent: bool
@@ -150,6 +151,8 @@ class RoutingPolicy(Protocol):
     def links_changed(self, state: dict[int, float]) -> None: ...
 
     def paths(self, connection: Connection) -> Routes: ...
+
+    def plan(self, connections: Sequence[Connection]) -> None: ...
 
 
 class PolicyBase:
@@ -175,6 +178,10 @@ class PolicyBase:
         """The routes of a batch, from :meth:`paths` of each connection in batch order."""
         conns = as_connections(connections)
         return from_routes(self.topology, conns, [self.paths(c) for c in conns], self.independent)
+
+    def plan(self, connections: Sequence[Connection]) -> None:
+        """Decide a batch of connections jointly before :meth:`paths` is asked for each (C4P, Ethereal);
+        by default each connection is decided on its own, when asked."""
 
     def decide_failed(self, table: RouteTable, cols: Columns, owner: np.ndarray, decide) -> RouteTable:
         """``table`` (of the connections ``cols``; piece ``p`` belongs to connection ``owner[p]``) with

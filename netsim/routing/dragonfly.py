@@ -24,7 +24,9 @@ class _Dragonfly(PolicyBase):
 
     #: Each connection keeps the routes it got on first use until a fault (Fabric.run_ring relies on it).
     fixed = True
-    decides = "connection"  # minimal, valiant: each connection's own random stream
+    # Minimal, Valiant: each connection's own random stream, but a decision is kept once made and
+    # revised only while its links are down: when it is made (before or during a fault) matters.
+    decides = "first_use"
 
     name = "dragonfly policy"
 

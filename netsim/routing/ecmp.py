@@ -7,9 +7,12 @@ import hashlib
 import numpy as np
 
 from netsim.routing.base import DEFAULT_RECONVERGENCE, ROUTING, Connection, PolicyBase, Routes, option_time
-from netsim.routing.routes import Columns, connection_columns, single_paths
+from netsim.routing.routes import Columns, connection_columns, in_chunks, single_paths
 from netsim.topology import Topology
 from netsim.topology.pathsets import PathSets
+
+#: Connections routed at a time (bounds the temporary arrays of a large batch, about 300 bytes each).
+CHUNK = 2**17
 
 
 @ROUTING.register("ecmp")
@@ -87,7 +90,9 @@ class ECMP(PolicyBase):
 
     def routes(self, connections):
         """The hashed path of every connection of the batch: hashes in a loop, the rest in numpy."""
-        cols = connection_columns(connections)
+        return in_chunks(connection_columns(connections), CHUNK, self._hashed)
+
+    def _hashed(self, cols: Columns):
         ps = self.topology.path_sets(cols.src, cols.dst, cols.tcp)
         ptr, links = ps.links(self.path_indices(cols, ps))
         table = single_paths(ptr, links, ps.latency_s(ptr, links) + ps.overhead_s)

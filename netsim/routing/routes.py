@@ -68,6 +68,17 @@ class Columns(NamedTuple):
         return out
 
 
+def in_chunks(cols: Columns, size: int, fn) -> RouteTable:
+    """``fn(cols)``, computed ``size`` connections at a time and concatenated.
+
+    perf: a batch's temporary arrays are several times its route table; chunks bound them, and
+    every connection's routes depend on it alone (and on the policy's state), so the result is the same.
+    """
+    if len(cols) <= size:
+        return fn(cols)
+    return concat_routes([fn(Columns(*(c[at:at + size] for c in cols))) for at in range(0, len(cols), size)])
+
+
 def connection_columns(connections) -> Columns:
     """The columns of ``connections``: a sequence of :class:`Connection` or a
     :class:`~netsim.engine.model.ConnectionTable` (whose columns are used as they are)."""

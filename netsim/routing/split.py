@@ -6,8 +6,8 @@ import numpy as np
 
 from netsim.errors import ConfigError
 from netsim.routing.base import DEFAULT_RECONVERGENCE, ROUTING, Connection, Routes
-from netsim.routing.ecmp import ECMP
-from netsim.routing.routes import _route_table, connection_columns
+from netsim.routing.ecmp import CHUNK, ECMP
+from netsim.routing.routes import Columns, _route_table, connection_columns, in_chunks
 from netsim.topology import Topology
 
 
@@ -50,7 +50,9 @@ class Split(ECMP):
         """``ways`` hashed pieces per connection (one when ``ways`` is 1), each on its own path."""
         if self.ways == 1:
             return super().routes(connections)
-        cols = connection_columns(connections)
+        return in_chunks(connection_columns(connections), CHUNK // self.ways, self._split)
+
+    def _split(self, cols: Columns):
         ps = self.topology.path_sets(cols.src, cols.dst, cols.tcp)
         n, ways = len(cols), self.ways
         index = np.empty((n, ways), dtype=np.int64)

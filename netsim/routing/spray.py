@@ -5,9 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from netsim.routing.base import DEFAULT_RECONVERGENCE, ROUTING, Connection, PolicyBase, Routes, option_time
-from netsim.routing.routes import _route_table, connection_columns
+from netsim.routing.routes import Columns, _route_table, connection_columns, in_chunks
 from netsim.topology import Topology
 from netsim.topology.pathsets import ragged_arange
+
+#: Connections routed at a time (bounds the temporary arrays of a large batch: ~100 bytes per link of
+#: a connection's union, tens of links each on a leaf-spine).
+CHUNK = 2**14
 
 
 @ROUTING.register("spray")
@@ -57,7 +61,9 @@ class Spray(PolicyBase):
     def routes(self, connections):
         """Every connection over the union of its equal-cost paths, each link weighted by the share of
         the paths crossing it: counted from the product structure of the paths, never listing them."""
-        cols = connection_columns(connections)
+        return in_chunks(connection_columns(connections), CHUNK, self._sprayed)
+
+    def _sprayed(self, cols: Columns):
         ps = self.topology.path_sets(cols.src, cols.dst, cols.tcp)
         n = len(cols)
         one = np.flatnonzero(ps.n == 1)

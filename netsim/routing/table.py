@@ -85,7 +85,7 @@ class Table(PolicyBase):
         self.topology = topology
         self.reaction_s = option_time(reconvergence, "reconvergence")
         self.fallback = _make_fallback(fallback, topology, rng)
-        self.independent = bool(getattr(self.fallback, "independent", False))
+        self.independent = bool(self.fallback.independent)
         self.file = Path(file)
         #: The listed connections' routes as arrays (see :class:`~netsim.routing.table_rows.Listed`).
         self.listed: Listed = read_table(self.file, topology)
@@ -98,7 +98,7 @@ class Table(PolicyBase):
     @property
     def decides(self) -> str:
         """As the fallback decides (listed connections are fixed, whatever it is)."""
-        return getattr(self.fallback, "decides", "connection")
+        return self.fallback.decides
 
     def paths(self, connection: Connection) -> Routes:
         """The table's routes of ``connection``; the fallback's when it is unlisted or its paths are down.
@@ -133,12 +133,10 @@ class Table(PolicyBase):
         return take_routes(concat_routes([take_routes(self._table, ids[picked]), other]), order)
 
     def plan(self, connections: list[Connection]) -> None:
-        """Hand the connections the fallback will route to its ``plan``, when it has one."""
-        plan = getattr(self.fallback, "plan", None)
-        if plan is not None:
-            mine = [c for c in connections if self._listed(c) is None]
-            if mine:
-                plan(mine)
+        """Hand the connections the fallback will route to its ``plan``."""
+        mine = [c for c in connections if self._listed(c) is None]
+        if mine:
+            self.fallback.plan(mine)
 
     def _listed(self, connection: Connection) -> int | None:
         """The listed id of ``connection`` if the table routes it now (listed, paths alive)."""
@@ -151,9 +149,7 @@ class Table(PolicyBase):
     def links_changed(self, state: dict[int, float]) -> None:
         """Learn the failed links; listed connections crossing one move to the fallback (told too)."""
         super().links_changed(state)
-        changed = getattr(self.fallback, "links_changed", None)
-        if changed is not None:
-            changed(state)
+        self.fallback.links_changed(state)
         dead = np.zeros(len(self.listed), dtype=bool)
         if self.failed:
             listed = self.listed

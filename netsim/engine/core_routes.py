@@ -1,0 +1,190 @@
+"""How the compiled executor sets up connections and asks the routing policy for their routes (a mixin of
+:class:`netsim.engine.core.CompiledCore`, which holds the arrays): up front in one batch when a connection's
+routes depend on it alone, else at first use or per message, in batches of one instant; routes go to the
+:class:`~netsim.engine.routestore.RouteStore` in numpy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from netsim.engine import dag
+from netsim.engine.dag import (
+    CF_CAP,
+    CI_MODE,
+    CI_QPS,
+    CI_ROUTE,
+    CI_SELF,
+    CI_SPRAY,
+    CI_STAMP,
+    IV_FLUSH_ID,
+    MODE_FIRST_USE,
+    MODE_FIXED,
+    MODE_MESSAGE,
+    PI_L0,
+    RI_P0,
+)
+from netsim.engine.model import ConnectionRows
+from netsim.topology.pathsets import ragged_arange
+
+#: The executor's routing mode for each ``RoutingPolicy.decides``.
+_MODES = {"connection": MODE_FIXED, "first_use": MODE_FIRST_USE, "message": MODE_MESSAGE}
+
+
+def _grown(a: np.ndarray, n: int, axis: int = -1, fill=0) -> np.ndarray:
+    """``a`` with room for at least ``n`` along ``axis`` (doubling), new entries ``fill``."""
+    size = a.shape[axis]
+    if size >= n:
+        return a
+    new = max(n, 2 * size, 16)
+    shape = list(a.shape)
+    shape[axis] = new
+    out = np.full(shape, fill, dtype=a.dtype)
+    index = [slice(None)] * a.ndim
+    index[axis] = slice(0, size)
+    out[tuple(index)] = a
+    return out
+
+
+class CoreRoutes:
+    """Connections and routes of the compiled executor."""
+
+    def _connect(self, ids: np.ndarray) -> None:
+        """Set up the connections added since the last call (idle, unrouted)."""
+        n = len(self.conns)
+        old = self._n_conn_init
+        if n <= old:
+            return
+        self.ci = _grown(self.ci, n, fill=-1)
+        self.cf = _grown(self.cf, n)
+        new = slice(old, n)
+        self.ci[:, new] = -1
+        self.ci[CI_QPS, new] = 0
+        self.ci[CI_STAMP, new] = 0
+        self.cf[:, new] = 0.0
+        self.cf[CF_CAP, new] = math.inf
+        src, dst = self.conns.src, self.conns.dst
+        self.ci[CI_SELF, new] = (src[new] == dst[new]).astype(np.int64)
+        self.ci[CI_MODE, new] = self._mode
+        self.need = _grown(self.need, n)
+        self.moves = _grown(self.moves, n)
+        self.pend = _grown(self.pend, n)
+        self.start = _grown(self.start, n)
+        self._n_conn_init = n
+
+    @property
+    def _mode(self) -> int:
+        """When the policy decides a connection's routes: up front, at first use, or per message."""
+        return _MODES[self.routing.decides]
+
+    def _stored(self, ids: np.ndarray, table, in_table: bool = True) -> np.ndarray:
+        """Store route table ``table`` of connections ``ids``; the route ids."""
+        routes = self.store.append(table, bool(self.routing.independent), in_table)
+        self._store_grown(in_table, routes)
+        return routes
+
+    def _store_grown(self, in_table: bool, routes: np.ndarray) -> None:
+        """Size the per-piece observer arrays to the store (and the link series to its links)."""
+        store = self.store
+        if self._series and in_table and len(routes):
+            first = int(store.pi[PI_L0, store.ri[RI_P0, routes[0]]])
+            self._series_links.update(np.unique(store.ll[first:store.n_ll]).tolist())
+            if len(self._series_links) > self.ser_data.shape[0]:
+                self.ser_data = _grown(self.ser_data, len(self._series_links), axis=0)
+        n_keys = store.n_pieces
+        if self.okey_pos.shape[0] < n_keys:
+            self.okey_pos = _grown(self.okey_pos, n_keys, fill=-1)
+            self.skey_pos = _grown(self.skey_pos, n_keys, fill=-1)
+            self.ok = _grown(self.ok, n_keys)
+            self.oa = _grown(self.oa, n_keys)
+            self.sk = _grown(self.sk, n_keys)
+            self.sa = _grown(self.sa, n_keys)
+
+    def _route(self, ids) -> None:
+        """Ask the routing policy for the routes of connections ``ids`` (one batch, in order) and store them.
+
+        perf: a connection that gets the routes it had before (a planned policy, per message) keeps
+        its stored route."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if not len(ids):
+            return
+        table = self.routing.routes(ConnectionRows(self.conns, ids))
+        store = self.store
+        mark = store.mark()
+        routes = self._stored(ids, table)
+        used = False
+        for c, r in zip(ids.tolist(), routes.tolist()):
+            old = int(self.ci[CI_ROUTE, c])
+            if old >= 0 and store.same(old, r):
+                r = old
+            else:
+                used = True
+            self._set_route(c, r)
+        if not used:
+            store.rollback(mark)
+        self._ensure_capacity()
+
+    def _set_route(self, c: int, r: int) -> None:
+        """Connection ``c``'s next messages take route ``r`` (counted for the flow table's sizes)."""
+        self.ci[CI_STAMP, c] = self.iv[IV_FLUSH_ID]
+        if self.ci[CI_ROUTE, c] == r:
+            return
+        store = self.store
+        old = self._conn_cross.get(c)
+        if old is not None:
+            np.subtract.at(self._cross, old, 1)
+            self._pieces_total -= self._conn_pieces[c]
+        self.ci[CI_ROUTE, c] = r
+        pieces = store.pieces(r)
+        cross = np.concatenate([store.links(p) for p in pieces]) if len(pieces) else np.zeros(0, np.int64)
+        self._conn_cross[c] = cross
+        self._conn_pieces[c] = len(pieces)
+        if len(cross):
+            np.add.at(self._cross, cross, 1)
+            self._max_cross = max(self._max_cross, int(self._cross[cross].max()))
+        self._pieces_total += len(pieces)
+
+    def _route_all(self, ids: np.ndarray) -> None:
+        """Route connections ``ids`` up front (a policy whose routes depend on the connection alone):
+        one batch, stored in numpy."""
+        if not len(ids):
+            return
+        routes = self._stored(ids, self.routing.routes(ConnectionRows(self.conns, ids)))
+        store = self.store
+        p0, n_p = store.ri[RI_P0, routes], store.ri[dag.RI_NP, routes]
+        self.ci[CI_ROUTE, ids] = routes
+        self.ci[CI_STAMP, ids] = self.iv[IV_FLUSH_ID]
+        # the flow table's sizes: pieces per connection, and how many pieces each link can carry at once
+        owner, k = ragged_arange(n_p)
+        piece = p0[owner] + k
+        lens = store.pi[dag.PI_NL, piece]
+        at, j = ragged_arange(lens)
+        links = store.ll[store.pi[PI_L0, piece][at] + j]
+        np.add.at(self._cross, links, 1)
+        if len(links):
+            self._max_cross = max(self._max_cross, int(self._cross.max()))
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(owner, weights=lens, minlength=len(ids)))]).astype(np.int64)
+        for i, c in enumerate(ids.tolist()):
+            self._conn_cross[c] = links[bounds[i]:bounds[i + 1]]
+            self._conn_pieces[c] = int(n_p[i])
+        self._pieces_total += int(n_p.sum())
+        self._ensure_capacity()
+
+    def _spray(self, ids: np.ndarray) -> None:
+        """Each connection's pair sprayed over all its equal-cost paths (for congestion): one piece per
+        distinct (src, dst, tcp), stored once."""
+        n_gpus = self.topology.n_gpus
+        key = (self.conns.src[ids] * n_gpus + self.conns.dst[ids]) * 2 + self.conns.column("tcp")[ids]
+        uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        known = self._spray_ids
+        missing = [i for i, k in enumerate(uniq.tolist()) if k not in known]
+        if missing:
+            rows = ids[first[missing]]
+            routes = self.store.append(self._sprayer.routes(ConnectionRows(self.conns, rows)), False, in_table=False)
+            self._store_grown(False, routes)
+            for k, r in zip(uniq[missing].tolist(), self.store.ri[RI_P0, routes].tolist()):
+                known[k] = r
+        pieces = np.array([known[k] for k in uniq.tolist()], np.int64)
+        self.ci[CI_SPRAY, ids] = pieces[inverse]
+

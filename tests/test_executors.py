@@ -1,0 +1,213 @@
+"""The two executors of one schedule agree: the compiled core against the reference, its oracle.
+
+Random schedules (sends, delays and joins in a random dependency DAG, zero-byte and queued
+messages included) run on small random fabrics under every routing policy, with faults and
+re-routing, congestion tracking, link series and flow records on. Everything a run leaves must be
+the same to 1e-9 relative: every task's end, every message's start and end, link bytes, busy
+times, peak utilisation, offered-load peaks, bytes posted and delivered, re-routes.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+from netsim.collectives import build_collective, run_collective
+from netsim.config import FaultSpec
+from netsim.engine import Environment, Fabric
+from netsim.engine.faults import fault_process, resolve_faults
+from netsim.engine.model import ScheduleBuilder
+from netsim.engine.reference import run_schedule
+from netsim.errors import ConfigError
+from netsim.routing import make_routing
+from netsim.solver import COMPILED
+from netsim.topology.dragonfly import dragonfly
+from tests.conftest import GB, make_leaf_spine
+
+pytestmark = pytest.mark.skipif(not COMPILED, reason="numba is not installed: only the reference executor exists")
+
+RTOL = 1e-9
+LEAF_POLICIES = ("ecmp", "spray", "split", "min-split", "ethereal", "c4p")
+DRAGONFLY_POLICIES = ("minimal", "valiant", "ugal", "adaptive")
+
+
+def leaf_spine(draw) -> object:
+    """A small leaf-spine, possibly with slower NICs and parallel cables."""
+    leaves, spines = draw(st.integers(2, 3)), draw(st.integers(1, 3))
+    overrides = draw(st.dictionaries(st.tuples(st.integers(0, 2 * leaves - 1), st.integers(0, 1)),
+                                     st.sampled_from([0.25 * GB, 0.5 * GB]), max_size=2))
+    return make_leaf_spine(leaves=leaves, spines=spines, hosts_per_leaf=2, gpus_per_host=2, nics_per_host=2,
+                           uplinks_per_spine=draw(st.integers(1, 2)), nic_latency_s=1e-6, uplink_latency_s=5e-7,
+                           nic_bandwidth_overrides=overrides)
+
+
+DRAGONFLY = dragonfly(groups=4, switches_per_group=2, hosts_per_switch=2, global_links_per_switch=2,
+                      link_bandwidth_Bps=GB)
+
+
+@st.composite
+def schedules(draw, n_gpus: int):
+    """A random schedule: each task depends on up to three earlier ones."""
+    b = ScheduleBuilder()
+    ids: list[int] = []
+    conns = [b.connect(*draw(st.lists(st.integers(0, n_gpus - 1), min_size=2, max_size=2, unique=True)),
+                       draw(st.integers(0, 1))) for _ in range(draw(st.integers(1, 12)))]
+    for _ in range(draw(st.integers(1, 50))):
+        deps = sorted(set(draw(st.lists(st.sampled_from(ids), max_size=3)))) if ids else []
+        kind = draw(st.sampled_from(["send"] * 6 + ["delay", "join"]))
+        if kind == "send":
+            size = draw(st.sampled_from([0.0, 1e3, 1e6, 3e7, 1e8]))
+            ids.append(int(b.send(draw(st.sampled_from(conns)), size, after=[deps])[0]))
+        elif kind == "delay":
+            ids.append(int(b.delay(draw(st.sampled_from([0.0, 1e-6, 1e-3])), after=[deps])[0]))
+        else:
+            ids.append(int(b.join(after=[deps])[0]))
+    return b.build()
+
+
+def faults_on(topo, draw):
+    """Up to three timed faults on the first switch links: down, up again, degraded."""
+    links, parallel = topo.links, {}
+    for i in range(len(links)):
+        if links.kind_name(i) in ("up", "global"):
+            ends = f"{topo.node_name(int(links.src[i]))}->{topo.node_name(int(links.dst[i]))}"
+            parallel[ends] = parallel.get(ends, 0) + 1
+    names = sorted(f"{ends}#{k}" for ends, count in parallel.items() for k in range(count))
+    specs = []
+    for _ in range(draw(st.integers(0, 3))):  # a link taken down comes back: no message waits forever
+        at = draw(st.sampled_from([0.0, 0.011, 0.023, 0.037]))
+        link = draw(st.sampled_from(names))
+        if draw(st.booleans()):
+            specs += [FaultSpec(at=at, link=link, action="down"), FaultSpec(at=at + 0.041, link=link, action="up")]
+        else:
+            specs.append(FaultSpec(at=at, link=link, action="degrade", fraction=0.3))
+    # One change per instant: two at once that the policy hears of together move a message twice in
+    # the reference (counted as two re-routes) and once, to where it ends up, in the compiled
+    # executor (the times and bytes agree either way).
+    seen, kept = set(), []
+    for f in sorted(specs, key=lambda f: f.at):
+        if f.at not in seen:
+            seen.add(f.at)
+            kept.append(f)
+    return resolve_faults(kept, topo)
+
+
+def run(backend, topo, policy, seed, schedule, faults, tolerance):
+    env = Environment()
+    options = {"reconvergence": "10ms"} if policy in ("ecmp", "spray", "split") else None
+    fab = Fabric(env, topo, make_routing(policy, topo, np.random.default_rng(seed), options), backend=backend,
+                 link_series_bins=8, track_congestion=True, record_flows=True, completion_tolerance_s=tolerance)
+    handle = fab.submit(schedule)
+    if faults:
+        env.process(fault_process(env, fab, faults))
+    env.run(handle.done)
+    fab.finalize()
+    return env, fab, np.asarray(handle.times)
+
+
+def close(a, b, what):
+    np.testing.assert_allclose(np.asarray(a, float), np.asarray(b, float), rtol=RTOL, atol=1e-15, err_msg=what)
+
+
+def assert_same(ref, new):
+    (env_a, fab_a, times_a), (env_b, fab_b, times_b) = ref, new
+    close(times_a, times_b, "task ends")
+    assert env_a.now == pytest.approx(env_b.now, rel=RTOL, abs=1e-15)
+    for name in ("link_bytes", "link_busy_s", "link_peak_util", "offered_peak", "spray_offered_peak"):
+        close(getattr(fab_a, name), getattr(fab_b, name), name)
+    ra, rb = (sorted(f.flow_records, key=lambda r: (r[1], r[7], r[0])) for f in (fab_a, fab_b))
+    assert [r[1:7] + r[9:] for r in ra] == [r[1:7] + r[9:] for r in rb]
+    close([r[7:9] for r in ra], [r[7:9] for r in rb], "message starts and ends")
+    for name in ("bytes_posted", "bytes_delivered"):
+        a, b = getattr(fab_a, name), getattr(fab_b, name)
+        assert set(a) == set(b), name
+        close([a[k] for k in a], [b[k] for k in a], name)
+    assert fab_a.stats["reroutes"] == fab_b.stats["reroutes"]
+    assert fab_a.stats["flows"] == fab_b.stats["flows"]
+    assert fab_a.undelivered == fab_b.undelivered == 0
+    series_a = fab_a.link_series.utilisation(fab_a.capacity_Bps, env_a.now)
+    series_b = fab_b.link_series.utilisation(fab_b.capacity_Bps, env_b.now)
+    for x, y in zip(series_a, series_b):
+        close(x, y, "link series")
+
+
+@settings(max_examples=int(__import__("os").environ.get("DEEP", 60)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), policy=st.sampled_from(LEAF_POLICIES), seed=st.integers(0, 3),
+       tolerance=st.sampled_from([0.0, 1e-9, 1e-6]))
+def test_random_schedules_on_a_leaf_spine_agree(data, policy, seed, tolerance):
+    topo = leaf_spine(data.draw)
+    schedule = data.draw(schedules(topo.n_gpus))
+    faults = faults_on(topo, data.draw)
+    note(f"connections: {schedule.connections.connections()}")
+    assert_same(run("reference", topo, policy, seed, schedule, faults, tolerance),
+                run("compiled", topo, policy, seed, schedule, faults, tolerance))
+
+
+@settings(max_examples=int(__import__("os").environ.get("DEEP", 30)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), policy=st.sampled_from(DRAGONFLY_POLICIES), seed=st.integers(0, 3))
+def test_random_schedules_on_a_dragonfly_agree(data, policy, seed):
+    schedule = data.draw(schedules(DRAGONFLY.n_gpus))
+    faults = faults_on(DRAGONFLY, data.draw)
+    note(f"connections: {schedule.connections.connections()}")
+    a = run("reference", DRAGONFLY, policy, seed, schedule, faults, 1e-9)
+    b = run("compiled", DRAGONFLY, policy, seed, schedule, faults, 1e-9)
+    note(f"routes: {a[1].routes_used()} {b[1].routes_used()} times {a[2]} {b[2]}")
+    assert_same(a, b)
+
+
+OPS = ("allreduce", "reduce_scatter", "allgather", "broadcast", "reduce")
+
+
+@settings(max_examples=30, deadline=None)
+@given(op=st.sampled_from(OPS), algorithm=st.sampled_from(["ring", "tree"]), n=st.integers(2, 12),
+       size=st.floats(1e3, 5e7), channels=st.integers(1, 3), chunk=st.sampled_from([None, 2e5, 1e6]),
+       policy=st.sampled_from(LEAF_POLICIES), pick=st.integers(0, 10**6))
+def test_collectives_agree(op, algorithm, n, size, channels, chunk, policy, pick):
+    """Collectives, queued chunks and all, through ``run_collective`` on both executors."""
+    topo = make_leaf_spine(leaves=3, spines=2, hosts_per_leaf=2, gpus_per_host=2, nics_per_host=2,
+                           nic_bandwidth_overrides={(3, 0): 0.5 * GB})
+    gpus = [int(g) for g in np.random.default_rng(pick).permutation(topo.n_gpus)[:n]]
+    try:
+        schedule = build_collective(op, algorithm, gpus, size, gpu_host=topo.gpu_host, channels=channels,
+                                    chunk_bytes=chunk)
+    except ConfigError:
+        return  # an algorithm that does not implement this op (refused the same way on both executors)
+    out = []
+    for backend in ("reference", "compiled"):
+        env = Environment()
+        fab = Fabric(env, topo, make_routing(policy, topo, np.random.default_rng(pick)), backend=backend,
+                     record_flows=True)
+        env.run(run_schedule(env, fab, schedule).done)
+        fab.finalize()
+        out.append((env.now, sorted(r[7:9] for r in fab.flow_records), fab.link_bytes))
+    assert out[0][0] == pytest.approx(out[1][0], rel=RTOL)
+    close(out[0][1], out[1][1], "message times")
+    close(out[0][2], out[1][2], "link bytes")
+
+
+def test_the_backend_is_one_parameter_with_a_documented_default():
+    from netsim.engine.core import CompiledCore
+    from netsim.engine.fabric import default_backend
+    from netsim.engine.reference import ReferenceFabric
+
+    topo = make_leaf_spine()
+    routing = make_routing("ecmp", topo, np.random.default_rng(0))
+    assert default_backend() == "compiled"
+    assert isinstance(Fabric(Environment(), topo, routing), CompiledCore)
+    assert isinstance(Fabric(Environment(), topo, routing, backend="reference"), ReferenceFabric)
+    with pytest.raises(ValueError, match="unknown backend"):
+        Fabric(Environment(), topo, routing, backend="fast")
+
+
+def test_a_large_ring_without_records_keeps_no_rows():
+    """At scale a run can keep summary statistics only: no flow rows, same times."""
+    topo = make_leaf_spine(leaves=4, spines=2, hosts_per_leaf=4, gpus_per_host=1, nics_per_host=1)
+    ends = []
+    for record in (True, False):
+        env = Environment()
+        fab = Fabric(env, topo, make_routing("ecmp", topo, np.random.default_rng(0)), record_flows=record)
+        env.run(env.process(run_collective(env, fab, "allreduce", "ring", list(range(16)), 1e8, channels=2)))
+        ends.append(env.now)
+        assert (len(fab.flow_records) > 0) == record
+        assert fab.stats["flows"] == 2 * 2 * 15 * 16
+    assert ends[0] == ends[1]
