@@ -18,9 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from netsim.collectives.base import build_collective
 from netsim.engine import Environment
 from netsim.engine.ideal import IdealFabric, PairModel, nonblocking_fabric
+from netsim.engine.model import SEND
 from netsim.engine.reference import run_schedule
 from netsim.topology import Topology
 
@@ -65,6 +68,9 @@ class IdealModel:
             return hit
         schedule = build_collective(op, algorithm, gpus, size_bytes, channels=channels, chunk_bytes=chunk_bytes,
                                     tcp=tcp, gpu_host=self.topology.gpu_host)
+        conns, sends = schedule.connections, schedule.kind == SEND
+        used = np.unique(schedule.conn[sends])
+        self.pairs.prefetch(conns.column("src")[used], conns.column("dst")[used], conns.column("tcp")[used] | tcp)
         env = Environment()
         replay = IdealFabric(env, self.topology, self.pairs, tcp=tcp)
         run_schedule(env, replay, schedule)

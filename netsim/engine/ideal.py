@@ -55,6 +55,7 @@ class PairModel:
         lt = topology.links
         self._core = core_mask(topology)
         self._cache: dict[tuple[int, int, bool], tuple[float, float, tuple[int, ...]]] = {}
+        self._sigs: np.ndarray | None = None
         nic_host = {nic: h for h, (_m, _g, _b, nics) in enumerate(topology.hosts) for nic in nics}
         self.nic_host = nic_host
         # Host aggregates: every byte leaving (entering) a host crosses one of its NIC ports.
@@ -96,6 +97,64 @@ class PairModel:
         rate = nx.maximum_flow_value(g, "s", "t") if paths and paths[0] else math.inf
         hit = self._cache[key] = (float(rate), float(delay), forced)
         return hit
+
+    def _host_signatures(self) -> np.ndarray:
+        """Per host, an id shared by hosts whose links (local ones and their NICs' ports) have the same
+        capacities and latencies and whose NICs the same profiles: pairs between hosts of the same
+        ids and the same path templates and classes have the same best rate and delay."""
+        if self._sigs is None:
+            topo, lt = self.topology, self.topology.links
+            ids: dict[tuple, int] = {}
+            sigs = np.zeros(topo.n_hosts, dtype=np.int64)
+            for h, (model, _first, base, nics) in enumerate(topo.hosts):
+                local = np.arange(base, base + 2 * len(model.edges))
+                ports = [lk for nic in nics for up, _sw, down in topo.nic_ports.get(nic, ()) for lk in (up, down)]
+                links = np.concatenate([local, np.asarray(ports, dtype=np.int64)])
+                key = (id(model), lt.capacity_Bps[links].tobytes(), lt.latency_s[links].tobytes(),
+                       tuple(repr(topo.nic_profile.get(nic)) for nic in nics))
+                sigs[h] = ids.setdefault(key, len(ids))
+            self._sigs = sigs
+        return self._sigs
+
+    def prefetch(self, src: np.ndarray, dst: np.ndarray, tcp: np.ndarray) -> None:
+        """Fill the cache for the pairs ``src[i] -> dst[i]`` (``tcp[i]``) at once.
+
+        perf: pairs whose paths have the same structure (host-local path templates, the class of
+        switches between their NICs, hosts with the same links) have the same rate and delay, and
+        their forced links sit at the same positions of their first path: :meth:`pair` runs once per
+        structure (its max-flow is the cost), the rest is numpy.
+        """
+        topo = self.topology
+        src, dst, tcp = (np.asarray(a) for a in (src, dst, tcp))
+        keys = np.unique(np.column_stack([src, dst, tcp.astype(np.int64)]), axis=0)
+        keys = keys[keys[:, 0] != keys[:, 1]]
+        missing = [i for i, (s, d, t) in enumerate(keys.tolist()) if (s, d, bool(t)) not in self._cache]
+        if not missing:
+            return
+        keys = keys[missing]
+        s, d, t = keys[:, 0], keys[:, 1], keys[:, 2].astype(bool)
+        ps = topo.path_sets(s, d, t)
+        sig = self._host_signatures()
+        shape = np.column_stack([ps.u, ps.d, ps.cls, sig[topo.gpu_host[s]], sig[topo.gpu_host[d]], t,
+                                 topo.gpu_host[s] == topo.gpu_host[d]])
+        _, first, group = np.unique(shape, axis=0, return_index=True, return_inverse=True)
+        group = group.ravel()
+        ptr, links = ps.links(np.zeros(len(keys), dtype=np.int64))  # every pair's first path
+        lengths = np.diff(ptr)
+        rates, delays, positions = [], [], []
+        for i in first.tolist():
+            rate, delay, forced = self.pair(int(s[i]), int(d[i]), bool(t[i]))
+            path0 = links[ptr[i]:ptr[i + 1]].tolist()
+            positions.append([k for k, lk in enumerate(path0) if lk in forced])
+            rates.append(rate)
+            delays.append(delay)
+        cache = self._cache
+        for i, (a, b, c) in enumerate(zip(s.tolist(), d.tolist(), t.tolist())):
+            g = int(group[i])
+            p0 = int(ptr[i])
+            forced = tuple(sorted(int(links[p0 + k]) for k in positions[g]))
+            cache[(a, b, c)] = (rates[g], delays[g], forced)
+
 
 
 class IdealFabric:

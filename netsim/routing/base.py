@@ -118,8 +118,9 @@ class RoutingPolicy(Protocol):
         ``"connection"``: a connection's routes depend only on the connection and the link state
         (the policy hashes or seeds per connection), so any batch in any order gives the same routes.
         ``"first_use"``: decided once, when the connection's first message starts, in start order,
-        because decisions depend on earlier ones (UGAL, adaptive, C4P). ``"message"``: decided again
-        for every message at the instant it starts (Ethereal's rotating windows).
+        because decisions depend on earlier ones (UGAL, adaptive, minimal, Valiant). ``"message"``:
+        asked again for every message at the instant it starts (Ethereal's rotating windows; C4P,
+        whose repair can move connections already placed).
     reaction_s:
         How long after a fault the policy learns of it (``links_changed`` is called then).
 

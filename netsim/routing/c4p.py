@@ -45,7 +45,9 @@ class C4P(PolicyBase):
         planned link (default 4; 0 = plain greedy).
     """
 
-    decides = "first_use"
+    # Asked again for every message: planning a new connection can move connections already placed
+    # (the repair's augmenting chains), and a moved connection's next message takes its new path.
+    decides = "message"
 
     def __init__(self, topology: Topology, rng: np.random.Generator | None = None, detection: str | float = "1ms",
                  repair: int = 4):

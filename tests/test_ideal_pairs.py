@@ -1,0 +1,41 @@
+"""The ideal replay's pair model for a whole batch at once (``PairModel.prefetch``) gives, for every
+GPU pair, exactly what it computes pair by pair: best rate with a non-blocking core (its max-flow),
+least delay and the edge links every path crosses, on every fabric family."""
+
+import numpy as np
+import pytest
+
+from netsim.engine.ideal import PairModel
+from netsim.topology import leaf_spine
+from tests.test_routes_arrays import FABRICS, fabric
+
+
+@pytest.mark.parametrize("fabric_name", FABRICS)
+def test_prefetch_gives_what_each_pair_gives(fabric_name):
+    topo = fabric(fabric_name)
+    rng = np.random.default_rng(7)
+    n = topo.n_gpus
+    src = rng.integers(0, n, 400)
+    dst = rng.integers(0, n, 400)
+    tcp = rng.random(400) < 0.2
+    batch = PairModel(topo)
+    batch.prefetch(src, dst, tcp)
+    alone = PairModel(topo)
+    pairs = {(int(s), int(d), bool(t)) for s, d, t in zip(src, dst, tcp) if s != d}
+    assert pairs <= set(batch._cache)
+    for key in sorted(pairs):
+        assert batch._cache[key] == alone.pair(*key), key
+
+
+def test_prefetch_asks_the_max_flow_once_per_kind_of_pair(monkeypatch):
+    """An all-to-all over 64 single-GPU hosts on 8 leaves: 4,032 pairs, one max-flow per pair of leaves."""
+    topo = leaf_spine(leaves=8, spines=2, hosts_per_leaf=8, gpus_per_host=1, nics_per_host=1,
+                      nic_bandwidth_Bps=1e9, uplink_bandwidth_Bps=1e9, intra_bandwidth_Bps=1e10)
+    calls = []
+    model = PairModel(topo)
+    pair = model.pair
+    monkeypatch.setattr(model, "pair", lambda *a: calls.append(a) or pair(*a))
+    src, dst = np.meshgrid(np.arange(topo.n_gpus), np.arange(topo.n_gpus))
+    model.prefetch(src.ravel(), dst.ravel(), np.zeros(src.size, bool))
+    assert len(model._cache) == 64 * 63
+    assert len(calls) == 8 * 8
