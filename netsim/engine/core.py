@@ -20,7 +20,7 @@ import numpy as np
 import simpy
 
 from netsim.engine import dag
-from netsim.engine.clock import delay_to
+from netsim.engine.clock import Environment, delay_to
 from netsim.engine.core_results import CoreResults
 from netsim.engine.core_routes import CoreRoutes, _grown
 from netsim.engine.dag import (
@@ -206,6 +206,7 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
         self._pieces_total = 0
         self._conn_pieces: dict[int, int] = {}
         self._pending_handles: list = []
+        self._events_counted = 0
         self._max_cross = 0
         self._n_conn_init = 0
         del t
@@ -443,11 +444,19 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
                 self.slot_piece, self.group_task, self.gcount, self.ah, self.pend, self.start, self.rem, self.need,
                 self.notes, self.stack, self.xseeds, self.moves, self.rec, self.ser_row, self.ser_data, self.iv, self.fv,
                 self.prune)
+            self._count_events()
             if status != ST_ROUTES:
                 return status
             k = int(self.iv[IV_NNEED])
             self._route(self.need[:k].tolist())
             self._ensure_capacity()
+
+    def _count_events(self) -> None:
+        """The loop's events (arrivals, completion timers, flushes) join SimPy's in ``events_processed``."""
+        done = int(self.iv[dag.IV_EVENTS])
+        if isinstance(self.env, Environment):
+            self.env.extra_events += done - self._events_counted
+        self._events_counted = done
 
     def _pump(self):
         env = self.env
