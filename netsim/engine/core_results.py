@@ -85,6 +85,13 @@ class CoreResults:
         used = np.flatnonzero(self.ci[CI_QPS, :len(self.conns)] > 0)
         return {self.conns[int(c)]: int(self.ci[CI_QPS, c]) for c in used}
 
+    def queue_pair_totals(self) -> tuple[int, int]:
+        """(connections that carried a message, their queue pairs in all): :attr:`queue_pairs` summed,
+        without an object per connection."""
+        qps = self.ci[CI_QPS, :len(self.conns)]
+        used = qps > 0
+        return int(used.sum()), int(qps[used].sum())
+
     @property
     def bytes_posted(self) -> dict[Connection, float]:
         """Bytes posted per connection."""
@@ -129,7 +136,7 @@ class CoreResults:
             tasks = self.rec[:int(self.iv[IV_NREC])]
         conn = self.ti[TK_CONN, tasks]
         n = len(self.conns)
-        labels = np.array([self.conns[c].label() for c in range(n)], dtype=object)
+        labels = self.conns.labels()
         cols = {f: self.conns.column(f) for f in ("src", "dst", "channel", "job")}
         return {"flow_id": self.ti[TK_FID, tasks], "connection": labels[conn] if n else np.zeros(0, object),
                 "src": cols["src"][conn], "dst": cols["dst"][conn], "channel": cols["channel"][conn],

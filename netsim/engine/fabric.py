@@ -57,6 +57,7 @@ class Fabric:
 
     Examples
     --------
+    >>> import numpy as np
     >>> from netsim.topology import leaf_spine
     >>> from netsim.routing import make_routing
     >>> topo = leaf_spine(leaves=2, spines=1, hosts_per_leaf=1, gpus_per_host=1, nics_per_host=1,
@@ -90,6 +91,10 @@ class Fabric:
     def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
              cap_Bps: float = math.inf, event: simpy.Event | None = None) -> simpy.Event:
         """Send ``size_bytes`` from GPU ``src`` to GPU ``dst``; the event fires when the last byte arrived."""
+        raise NotImplementedError
+
+    def queue_pair_totals(self) -> tuple[int, int]:
+        """(connections that carried a message, their queue pairs in all)."""
         raise NotImplementedError
 
     def submit(self, schedule: Schedule):

@@ -152,6 +152,9 @@ class PairModel:
         for i, (a, b, c) in enumerate(zip(s.tolist(), d.tolist(), t.tolist())):
             g = int(group[i])
             p0 = int(ptr[i])
+            if positions[g] and positions[g][-1] >= lengths[i]:  # (not the shape of its kind: ask it alone)
+                self.pair(a, b, c)
+                continue
             forced = tuple(sorted(int(links[p0 + k]) for k in positions[g]))
             cache[(a, b, c)] = (rates[g], delays[g], forced)
 

@@ -112,6 +112,22 @@ class ConnectionTable:
     def dst(self) -> np.ndarray:
         return self.column("dst")
 
+    def labels(self) -> np.ndarray:
+        """:meth:`Connection.label` of every connection, by id (an object array, built column-wise).
+
+        >>> t = ConnectionTable()
+        >>> _ = t.add([0, 3], [1, 2], channel=[0, 1], job=[0, 2], comm=[0, 1], tcp=[False, True])
+        >>> t.labels().tolist() == [t[0].label(), t[1].label()]
+        True
+        """
+        if not len(self):
+            return np.zeros(0, dtype=object)
+        cols = {f: self.column(f) for f in _FIELDS}
+        text = (cols["src"].astype(str).astype(object) + ">" + cols["dst"].astype(str).astype(object) + "#"
+                + cols["channel"].astype(str).astype(object) + np.where(cols["tcp"], "/tcp", "").astype(object))
+        text = np.where(cols["comm"] != 0, "c" + cols["comm"].astype(str).astype(object) + ":" + text, text)
+        return np.where(cols["job"] != 0, "j" + cols["job"].astype(str).astype(object) + ":" + text, text)
+
     def connections(self) -> list[Connection]:
         """Every connection, by id."""
         return [self[i] for i in range(len(self))]

@@ -126,6 +126,10 @@ class _ReferenceResults:
             rates[flow.conn] += flow.rate
         return dict(rates)
 
+    def queue_pair_totals(self) -> tuple[int, int]:
+        """(connections that carried a message, their queue pairs in all)."""
+        return len(self.queue_pairs), sum(self.queue_pairs.values())
+
     def routes_used(self) -> dict[Connection, list[tuple[tuple[int, ...], float]]]:
         """The pieces of the routes each connection's latest message took: ``[(links, fraction), ...]``
         (one piece over the union of its paths unless the policy splits messages), as the compiled

@@ -200,6 +200,7 @@ def runs_frame(results: list[RunResult]) -> pd.DataFrame:
         fab = r.fabric
         worst, spray = congestion(r)
         iters = r.iterations
+        qp_conns, qp_total = fab.queue_pair_totals()
         row.update({
             "n_ranks": len(r.gpus),
             "n_jobs": len(r.jobs),
@@ -218,8 +219,8 @@ def runs_frame(results: list[RunResult]) -> pd.DataFrame:
             # Load up to capacity is not congestion: 1.0 when neither overloads a link.
             "congestion_ratio": max(worst, 1.0) / max(spray, 1.0) if spray == spray else float("nan"),
             "uplink_imbalance": uplink_imbalance(r),
-            "queue_pairs": sum(fab.queue_pairs.values()),
-            "connections": len(fab.queue_pairs),
+            "queue_pairs": qp_total,
+            "connections": qp_conns,
             "subflows": fab.stats["subflows"],
             "n_faults": len(r.spec.faults),
             "reroutes": fab.stats["reroutes"],
