@@ -2,7 +2,7 @@
 
 Each case runs in a fresh process that builds, simulates and writes the results directory of one
 spec with its HTML report, as ``netsim run`` does (``--no-report``: without the report), and
-reports its peak RSS (``ru_maxrss``); the driver prints spec, measured peak, estimate and their
+reports its peak RSS (``VmHWM``: ``benchmarks/peak.py`` says why not ``ru_maxrss``); the driver prints spec, measured peak, estimate and their
 ratio: the table in :mod:`netsim.experiment.preflight`'s docstring.
 
 Usage: ``python benchmarks/preflight.py [--no-report] [CASE ...]`` (default: every case; ``--list``
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -123,6 +122,7 @@ def load(name: str):
 def run_one(name: str, report: bool = True) -> dict:
     """Run a case in this (fresh) process as ``netsim run`` would; its peak RSS and counts."""
     from netsim.experiment import run_experiment, write_results
+    from peak import peak_rss_bytes
     spec = load(name)
     t0 = time.perf_counter()
     result = run_experiment(spec)
@@ -131,7 +131,7 @@ def run_one(name: str, report: bool = True) -> dict:
         if report:
             from netsim.report import write_report
             write_report(target)
-    return {"case": name, "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    return {"case": name, "peak_bytes": peak_rss_bytes(),
             "wall_s": round(time.perf_counter() - t0, 1), "messages": result.fabric.stats["flows"],
             "connections": len(result.fabric.queue_pairs)}
 

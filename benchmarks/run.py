@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from peak import peak_rss_bytes
 
 SCENARIOS = {
     # Ring allreduce 1 GiB, 256 GPUs = 32 hosts x 8 GPUs x 8 NICs, 8 leaves x 8 spines, 1:1
@@ -104,7 +105,7 @@ def run_one(name: str) -> dict:
         "solver_calls": result.fabric.stats["solver_calls"],
         "max_component": result.fabric.stats["max_component"], "events": result.events,
         "events_per_s": round(result.events / wall), "flows_per_s": round(result.fabric.stats["flows"] / wall),
-        "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_MiB": round(peak_rss_bytes() / 2**20, 1),
     }
 
 
@@ -137,7 +138,7 @@ def _row(name: str, gpus: int, wall: float, sim: float, result=None, **extra) ->
             "max_component": fab.stats["max_component"] if fab else 0, "events": events,
             "events_per_s": round(events / wall) if wall > 0 else 0,
             "flows_per_s": round(fab.stats["flows"] / wall) if fab and wall > 0 else 0,
-            "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1), **extra}
+            "peak_rss_MiB": round(peak_rss_bytes() / 2**20, 1), **extra}
 
 
 def frontier_ring(name: str) -> dict:
@@ -276,7 +277,7 @@ def run_file(name: str, experiment: str, variant: str) -> dict:
         "solver_calls": result.fabric.stats["solver_calls"],
         "max_component": result.fabric.stats["max_component"], "events": result.events,
         "events_per_s": round(result.events / wall), "flows_per_s": round(result.fabric.stats["flows"] / wall),
-        "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_MiB": round(peak_rss_bytes() / 2**20, 1),
     }
 
 

@@ -23,7 +23,7 @@ flight and per flow record. :attr:`Estimate.parts` shows the split.
 Calibration
 -----------
 ``benchmarks/preflight.py``: each case in a fresh process that runs it as ``netsim run`` does
-(simulate, write the results directory and report.html), its peak RSS (``ru_maxrss``) against
+(simulate, write the results directory and report.html), its peak RSS (``VmHWM``) against
 the estimate. 2026-11-25, the project VM (2-core Xeon, 24 GiB), Python 3.11.7. Target: never
 below 0.8x the measured peak, at most 3x above 500 MB.
 
