@@ -175,14 +175,11 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
         for i in range(n):
             f = comp[i]
             rate = num[f, RATE]
-            # CORRECTNESS: a piece whose share of a tiny message rounds to 0 bytes is done now, even
-            # on a link that is down (the reference never places it)
-            if rate > 0.0 or num[f, REM] <= 0.0:
-                fin = now + num[f, REM] / rate if rate > 0.0 else now
-                num[f, FIN] = fin
+            # CORRECTNESS: a piece whose share of a tiny message rounds to 0 bytes is done now (on a down link too)
+            fin = now + num[f, REM] / rate if rate > 0.0 else (now if num[f, REM] <= 0.0 else np.inf)
+            num[f, FIN] = fin
+            if fin < np.inf:
                 _push_finish(num, hkeys, hvals, stats, fin, f)
-            else:
-                num[f, FIN] = np.inf
             for k in range(nl[f]):
                 link = links[f, k]
                 if cnt[link] > 1:
