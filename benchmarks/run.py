@@ -165,11 +165,11 @@ def frontier_paths(name: str, pairs: int = 10_000) -> dict:
     from pathlib import Path
 
     from netsim.config import load_topology
-    from netsim.experiment.run import build_topology_spec
+    from netsim.fabrics import build_topology
 
     root = Path(__file__).resolve().parent.parent
     t0 = time.perf_counter()
-    topo = build_topology_spec(load_topology(root / "topologies/frontier.yaml"))
+    topo = build_topology(load_topology(root / "topologies/frontier.yaml"))
     built = time.perf_counter() - t0
     rng = np.random.default_rng(1)
     src, dst = rng.integers(topo.n_gpus, size=pairs), rng.integers(topo.n_gpus, size=pairs)

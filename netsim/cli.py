@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from netsim import units
@@ -419,7 +421,7 @@ def _check_results_dir(directory: Path) -> None:
 def results(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep).")],
             csv: Annotated[Optional[Path], typer.Option("--csv", help="Also write the summary to this CSV file.")] = None,
             metric: Annotated[Optional[list[str]], typer.Option(
-                "--metric", help="A runs.parquet column to summarise (repeatable; default: the headline ones).")] = None,
+                "--metric", help="A runs.parquet column to summarise (repeatable; default: the headline ones; `netsim list metrics` names them all).")] = None,
             force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --csv file.")] = False,
             ) -> None:
     """Summarise a results directory: per variant and swept point, mean and 95% interval over seeds."""
@@ -438,11 +440,13 @@ def results(directory: Annotated[Path, typer.Argument(help="A results directory 
 
 
 def _format_metric(metric: str, value: float) -> str:
+    from netsim.experiment.metrics import METRICS
+    kind = METRICS[metric].kind if metric in METRICS else ""
     if value != value:
         return "-"
-    if metric.endswith("_s"):
+    if kind == "time" or (not kind and metric.endswith("_s")):
         return units.format_time(value, 4)
-    if metric.endswith("_Bps"):
+    if kind == "bandwidth" or (not kind and metric.endswith("_Bps")):
         return units.format_bandwidth(value, 4)
     return f"{value:.4g}"
 
@@ -464,6 +468,47 @@ def _print_results(directory: Path, metrics: list[str] | None = None):
     return table
 
 
+LISTS = ("topologies", "routing", "placement", "algorithms", "metrics")
+
+
+@app.command("list")
+def list_(what: Annotated[Optional[str], typer.Argument(
+        help=f"One of: {', '.join(LISTS)} (default: all).")] = None) -> None:
+    """What an experiment file can name: topology types, routing and placement policies, collective
+    algorithms, and the metrics of runs.parquet (from the registries the runner reads)."""
+    if what is not None and what not in LISTS:
+        _fail(NetsimError(f"cannot list {what!r}; valid: {', '.join(LISTS)}"))
+    out = _out()
+    for name, rows in _listings().items():
+        if what in (None, name):
+            table = Table(title=name, title_justify="left", show_header=False)
+            table.add_column("name", style="bold")
+            table.add_column("what")
+            for row in rows:
+                table.add_row(*(escape(cell) for cell in row))
+            out.print(table)
+
+
+def _listings() -> dict[str, list[tuple[str, str]]]:
+    from netsim.collectives.base import ALGORITHMS
+    from netsim.experiment.metrics import METRICS
+    from netsim.fabrics import FABRICS
+    from netsim.placement import PLACEMENT
+    from netsim.routing import ROUTING
+
+    def doc(factory) -> str:
+        first = ((factory.__doc__ or "").strip().splitlines() or [""])[0]
+        return re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", first).replace("``", "")
+
+    return {
+        "topologies": [(k, FABRICS[k].summary) for k in FABRICS.names()],
+        "routing": [(k, doc(ROUTING.get(k))) for k in ROUTING.names()],
+        "placement": [(k, doc(PLACEMENT.get(k))) for k in PLACEMENT.names()],
+        "algorithms": [(k, doc(ALGORITHMS.get(k))) for k in ALGORITHMS.names()],
+        "metrics": [(m.name, f"{m.doc} [{m.kind}]") for m in METRICS],
+    }
+
+
 @app.command("topo")
 def topo_(file: Annotated[Path, typer.Argument(help="Topology file (topologies/*.yaml) or experiment file.")],
           draw: Annotated[Optional[Path], typer.Option("--draw", help="Also write a drawing of the fabric: a "
@@ -471,7 +516,7 @@ def topo_(file: Annotated[Path, typer.Argument(help="Topology file (topologies/*
           force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --draw file.")] = False) -> None:
     """Describe a fabric: counts, injection and bisection bandwidth, diameter, path diversity."""
     from netsim.config import load_topology
-    from netsim.experiment.run import build_topology_spec
+    from netsim.fabrics import build_topology
     from netsim.topology.metrics import format_summary, summary
     if draw is not None:
         from netsim.experiment.outdir import check_new_file
@@ -480,7 +525,7 @@ def topo_(file: Annotated[Path, typer.Argument(help="Topology file (topologies/*
         except NetsimError as exc:
             _fail(exc)
     try:
-        topology = build_topology_spec(load_topology(file))
+        topology = build_topology(load_topology(file))
     except ConfigError as exc:
         _fail(_locate_topology(exc, file))
     except NetsimError as exc:

@@ -24,304 +24,19 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.reader import ReaderError
 from yaml.resolver import Resolver
 
-from netsim import units
-from netsim.errors import ConfigError, UnitError, shorten
-
-
-# ---------------------------------------------------------------------------- value ranges
-# Checked when a spec is validated, before anything is built: each message names the YAML path and
-# the allowed range. The bounds sit far above any real fabric or model, low enough that a typo
-# fails at once instead of overflowing or running for days.
-
-#: Largest seed: results store it as a signed 64-bit integer (a larger one used to fail after the run).
-MAX_SEED = 2**63 - 1
-#: Largest size (bytes): 2**60 (1024 PiB). The smallest is 1 byte.
-MAX_SIZE_BYTES = 2**60
-#: Largest bandwidth (bytes/s): 1e15 (8 Pbps). Bandwidths must be above 0.
-MAX_BANDWIDTH_BPS = 1e15
-#: Longest time (s): 1e6 (about 11.6 days), for latencies, overheads, start and fault times.
-MAX_TIME_S = 1e6
-#: Largest count of one kind of switch, host or group in a fabric (the fabric as a whole is bounded
-#: by :data:`MAX_GPUS` and :data:`MAX_LINKS`), and of ranks or parallel sizes.
-MAX_COUNT = 1_000_000
-#: Most GPUs or NICs per host (a NIC has at most 8 ports).
-MAX_PER_HOST = 1_024
-#: Most parallel cables between two switches (leaf-spine uplinks, dragonfly global links).
-MAX_CABLES = 1_024
-#: Most channels (rings) per collective call.
-MAX_CHANNELS = 64
-#: Most iterations of a collective, a sequence or a job.
-MAX_ITERATIONS = 1_000_000
-#: Most layers of a model.
-MAX_LAYERS = 10_000
-#: Largest model dimension: hidden size, heads, sequence length, vocabulary, batch sizes.
-MAX_MODEL_DIM = 100_000_000
-#: Most micro-batches per training iteration (global_batch / (micro_batch x dp)).
-MAX_MICRO_BATCHES = 100_000
-#: Largest fabric netsim agrees to build (GPUs, directed links): far above Frontier's 75,776 GCDs and
-#: 473,896 links, low enough that a typo such as ``hosts_per_leaf: 100000000`` fails fast and clearly.
-MAX_GPUS = 2_000_000
-MAX_LINKS = 20_000_000
-
-_PARSE = {"size": units.parse_size, "bandwidth": units.parse_bandwidth, "time": units.parse_time}
-_EXAMPLE = {"size": "256MiB", "bandwidth": "400Gbps", "time": "2us"}
-
-
-def _quantity(what: str, allowed: str, low: float, high: float, above: bool = False) -> BeforeValidator:
-    """A size, bandwidth or time (``what``) in [low, high] ((low, high] when ``above``); ``allowed``
-    says so in words."""
-    parse = _PARSE[what]
-
-    def check(value: Any) -> float:
-        if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
-            raise ValueError(f"expected a {what} (a number or a string like {_EXAMPLE[what]}), "
-                             f"got {shorten(value)}")
-        try:
-            result = parse(value)
-        except UnitError as exc:
-            raise ValueError(str(exc)) from None
-        if result < low or (above and result == low) or result > high:
-            raise ValueError(f"expected a {what} {allowed}, got {shorten(value)}")
-        return result
-    return BeforeValidator(check)
-
-
-Size = Annotated[float, _quantity("size", "from 1B to 2**60 bytes (1024PiB)", 1, MAX_SIZE_BYTES)]
-Bandwidth = Annotated[float, _quantity("bandwidth", "above 0, at most 1e15 B/s (8Pbps)", 0, MAX_BANDWIDTH_BPS,
-                                       above=True)]
-Time = Annotated[float, _quantity("time", "from 0 to 1e6 s (about 11.6 days)", 0, MAX_TIME_S)]
-
-
-def _count(high: int, low: int = 1) -> Any:
-    """An integer field in [low, high]; floats, booleans and strings are refused, not converted."""
-    def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ValueError(f"expected a valid integer from {low:,} to {high:,}, got {shorten(value)}")
-        return value
-    return Annotated[int, BeforeValidator(check)]
-
-
-#: Names of experiments, jobs, clusters and variants: an experiment's name is its default results
-#: directory (``results/NAME``), a cluster's prefixes its node names; so never a path.
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}")
-NAME_RULE = ("a name: a letter, digit or underscore, then letters, digits, '_', '.' or '-', at most 100 "
-             "characters")
-
-
-def _name(value: Any) -> str:
-    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
-        raise ValueError(f"expected {NAME_RULE}, got {shorten(value)}")
-    return value
-
-
-def _variant(value: Any) -> str:
-    return value if value == "" else _name(value)
-
-
-Name = Annotated[str, BeforeValidator(_name)]
-
-
-class _FieldError(ValueError):
-    """A validator's complaint about a sub-field: pydantic prefixes its location, ``sub`` goes after it."""
-
-    def __init__(self, message: str, sub: str = ""):
-        super().__init__(message)
-        self.message, self.sub = message, sub
-
-
-def _relocated(exc: ConfigError) -> _FieldError:
-    return _FieldError(exc.message, exc.path)
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LinkSpec(_Spec):
-    """A link class: bandwidth, propagation latency and per-message overhead."""
-
-    bandwidth: Bandwidth
-    latency: Time = 0.0
-    overhead: Time = 0.0
-
-
-class NicSpec(_Spec):
-    """A NIC: a built-in profile name, a built-in with overrides, or a full definition.
-
-    ``latency`` is the cable's propagation latency; ``overhead`` the per-message cost (it replaces
-    the profile's per-message latency when given).
-    """
-
-    profile: str | None = None
-    bandwidth: Bandwidth | None = None
-    latency: Time = 0.0
-    overhead: Time | None = None
-    efficiency: Annotated[float, Field(gt=0, le=1)] | None = None
-    transport: Literal["rdma", "tcp"] | None = None
-    family: str | None = None
-    ports: _count(8) | None = None
-
-    @field_validator("profile")
-    @classmethod
-    def _known_profile(cls, v: str | None) -> str | None:
-        if v is not None:
-            from netsim.topology.nic import nic_profile
-            try:
-                nic_profile(v)
-            except ConfigError as exc:
-                raise ValueError(exc.message) from None  # pydantic then names the full YAML path
-        return v
-
-    def resolve(self):
-        """The NicProfile this spec describes."""
-        from netsim.topology.nic import generic_nic, nic_profile
-        if self.profile is None and self.bandwidth is None:
-            raise ConfigError("give a built-in 'profile' or a 'bandwidth'", "topology.nic")
-        base = nic_profile(self.profile) if self.profile else generic_nic(self.bandwidth)
-        changes = {"port_rate_Bps": self.bandwidth, "latency_s": self.overhead, "efficiency": self.efficiency,
-                   "transport": self.transport, "family": self.family, "ports": self.ports}
-        changes = {k: v for k, v in changes.items() if v is not None}
-        if self.profile and changes:
-            changes["name"] = f"{self.profile}*"
-        return base.with_(**changes)
-
-
-def _nic(value: Any) -> Any:
-    return {"profile": value} if isinstance(value, str) else value
-
-
-Nic = Annotated[NicSpec, BeforeValidator(_nic)]
-
-
-class HostNics(_Spec):
-    """``host_nics: [{hosts: [0, 15], nic: roce-200}]``: other NICs for a range of hosts (inclusive)."""
-
-    hosts: Annotated[list[_count(MAX_GPUS - 1, 0)], Field(min_length=2, max_length=2)]
-    nic: Nic
-
-
-class UplinkSpec(LinkSpec):
-    """Leaf-to-spine cables: ``count`` parallel cables between every leaf and every spine."""
-
-    count: _count(MAX_CABLES) = 1
-
-
-class NicOverride(_Spec):
-    """One NIC with a bandwidth different from the fabric default (a slow or upgraded NIC)."""
-
-    host: _count(MAX_GPUS - 1, 0)
-    nic: _count(MAX_PER_HOST - 1, 0) = 0
-    bandwidth: Bandwidth
-
-
-def _check_size(gpus: int, links: int) -> None:
-    if gpus > MAX_GPUS or links > MAX_LINKS:
-        raise ValueError(f"fabric too large: {gpus:,} GPUs and about {links:,} links (limits: {MAX_GPUS:,} GPUs, "
-                         f"{MAX_LINKS:,} links)")
-
-
-class LeafSpineSpec(_Spec):
-    """``topology: {type: leaf_spine, ...}``; see :func:`netsim.topology.leaf_spine`."""
-
-    type: Literal["leaf_spine"]
-    leaves: _count(MAX_COUNT)
-    spines: _count(MAX_COUNT)
-    hosts_per_leaf: _count(MAX_COUNT)
-    gpus_per_host: _count(MAX_PER_HOST) = 8
-    nics_per_host: _count(MAX_PER_HOST) = 8
-    nic: Nic
-    uplink: UplinkSpec
-    intra_host: LinkSpec
-    rail_optimized: bool = False
-    nic_overrides: list[NicOverride] = []
-    host_nics: list[HostNics] = []
-
-    @model_validator(mode="after")
-    def _size(self):
-        hosts = self.leaves * self.hosts_per_leaf
-        for entry in self.host_nics:
-            first, last = entry.hosts
-            if not first <= last < hosts:
-                raise ValueError(f"host_nics range {entry.hosts} must satisfy first <= last < {hosts} (the host count)")
-        _check_size(hosts * self.gpus_per_host,
-                    2 * (hosts * (self.gpus_per_host + 2 * self.nics_per_host) + self.leaves * self.spines * self.uplink.count))
-        return self
-
-
-class CableSpec(_Spec):
-    """A switch-to-switch cable class: bandwidth and propagation latency."""
-
-    bandwidth: Bandwidth
-    latency: Time = 0.0
-
-
-class DragonflySpec(_Spec):
-    """``topology: {type: dragonfly, ...}``; see :func:`netsim.topology.dragonfly.dragonfly`."""
-
-    type: Literal["dragonfly"]
-    groups: _count(MAX_COUNT)
-    switches_per_group: _count(MAX_COUNT)
-    hosts_per_switch: _count(MAX_COUNT)
-    global_links_per_switch: _count(MAX_CABLES) | None = None
-    global_links_between_groups: _count(MAX_CABLES) | None = None
-    link: CableSpec
-    global_link: CableSpec | None = None
-    switch_latency: Time = 0.0
-    nic: LinkSpec | None = None
-    arrangement: Literal["palmtree", "round_robin"] = "palmtree"
-
-    @model_validator(mode="after")
-    def _size(self):
-        g, a = self.groups, self.switches_per_group
-        cables = (self.global_links_between_groups or max(1, a * (self.global_links_per_switch or 1) // max(g - 1, 1)))
-        _check_size(g * a * self.hosts_per_switch, 2 * (g * a * a + g * g * cables + g * a * self.hosts_per_switch))
-        return self
-
-
-class FrontierSpec(_Spec):
-    """``topology: {type: frontier, groups: 74}``: the OLCF Frontier preset."""
-
-    type: Literal["frontier"]
-    groups: _count(MAX_COUNT) = 74
-    nics_on_switches: Literal[1, 4] = 4
-    switch_latency: Time = 350e-9
-    cable_latency: Time = 0.0
-    global_links_between_groups: _count(MAX_CABLES) = 4
-    link_bandwidth: Bandwidth = 25e9
-
-    @model_validator(mode="after")
-    def _size(self):
-        _check_size(self.groups * 128 * 8, self.groups * 6_400 + self.groups ** 2 * 4 * 2)
-        return self
-
-
-class ClusterSpec(LeafSpineSpec):
-    """One cluster of a multi-cluster fabric: a named leaf-spine."""
-
-    type: Literal["leaf_spine"] = "leaf_spine"
-    name: Name
-
-
-class EthernetSpec(_Spec):
-    """The inter-cluster Ethernet: per-host TCP NIC and the cluster-to-core cable."""
-
-    nic: Nic = NicSpec(profile="eth-tcp-25")
-    bandwidth: Bandwidth
-    latency: Time = 0.0
-
-
-class MultiClusterSpec(_Spec):
-    """``topology: {type: multi_cluster, clusters: [...], ethernet: {...}}`` (Holmes-style)."""
-
-    type: Literal["multi_cluster"]
-    clusters: Annotated[list[ClusterSpec], Field(min_length=1, max_length=1_000)]
-    ethernet: EthernetSpec
-    #: Host (and so GPU) numbering: ``blocked`` (cluster by cluster) or ``interleaved`` (round-robin
-    #: over the clusters, like a hostfile that alternates nodes of the two clusters).
-    numbering: Literal["blocked", "interleaved"] = "blocked"
-
-
-TopologySpec = Annotated[LeafSpineSpec | DragonflySpec | FrontierSpec | MultiClusterSpec, Field(discriminator="type")]
+from netsim.errors import ConfigError, shorten
+from netsim.fabrics import FABRICS, topology_spec_type
+from netsim.fabrics.dragonfly import CableSpec, DragonflySpec, FrontierSpec  # noqa: F401  (re-exported)
+from netsim.fabrics.leaf_spine import LeafSpineSpec  # noqa: F401  (re-exported)
+from netsim.fabrics.multi_cluster import ClusterSpec, EthernetSpec, MultiClusterSpec  # noqa: F401  (re-exported)
+from netsim.spectypes import (MAX_BANDWIDTH_BPS, MAX_CABLES, MAX_CHANNELS, MAX_COUNT, MAX_GPUS,  # noqa: F401
+                              MAX_ITERATIONS, MAX_LAYERS, MAX_LINKS, MAX_MICRO_BATCHES, MAX_MODEL_DIM, MAX_PER_HOST,
+                              MAX_SEED, MAX_SIZE_BYTES, MAX_TIME_S, NAME_PATTERN, NAME_RULE, Bandwidth, HostNics,
+                              LinkSpec, Name, Nic, NicOverride, NicSpec, Size, Time, UplinkSpec, _count, _FieldError,
+                              _quantity, _relocated, _Spec, _variant)
+
+#: The ``topology:`` section: one of the registered fabric families (:mod:`netsim.fabrics`).
+TopologySpec = topology_spec_type()
 
 
 class PolicySpec(_Spec):
@@ -443,7 +158,7 @@ class GPTModelSpec(_Spec):
     dtype_bytes: _count(16) = 2
 
     @model_validator(mode="after")
-    def _heads(self) -> "GPTModelSpec":
+    def _heads(self) -> GPTModelSpec:
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
         return self
@@ -518,7 +233,7 @@ class TrainingWorkload(_Spec):
     label: str | None = None
 
     @model_validator(mode="after")
-    def _check(self) -> "TrainingWorkload":
+    def _check(self) -> TrainingWorkload:
         par, model = self.parallelism, self.model
         if model.global_batch % (model.micro_batch * par.dp):
             raise _FieldError(f"global_batch ({model.global_batch}) must be a multiple of micro_batch x dp "
@@ -611,7 +326,7 @@ class FaultSpec(_Spec):
     fraction: Annotated[float, Field(gt=0, lt=1)] | None = None
 
     @model_validator(mode="after")
-    def _target(self) -> "FaultSpec":
+    def _target(self) -> FaultSpec:
         if (self.link is None) == (self.nic is None):
             raise ValueError("give exactly one of link (a cable: leaf0-spine1, leaf0->spine1) or nic (h3.nic0)")
         if (self.action == "degrade") != (self.fraction is not None):
@@ -642,7 +357,7 @@ class JobSpec(_Spec):
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> "JobSpec":
+    def _check(self) -> JobSpec:
         try:
             _check_workload(self.workload, "workload")
         except ConfigError as exc:
@@ -674,7 +389,7 @@ class ExperimentSpec(_Spec):
     engine: EngineSpec = EngineSpec()
 
     @model_validator(mode="after")
-    def _one_workload(self) -> "ExperimentSpec":
+    def _one_workload(self) -> ExperimentSpec:
         if (self.workload is None) == (not self.jobs):
             raise ConfigError("give either workload (one job) or jobs (a list of {name, workload, placement, "
                               "start, iterations})", "jobs" if self.jobs else "workload")
@@ -758,7 +473,7 @@ def _yaml_line(root: yaml.Node | None, loc: tuple, exact: bool = False) -> int |
 
 def _clean_loc(loc: tuple) -> tuple:
     # pydantic adds validator/union tags ('function-before[...]', 'leaf_spine') to locations.
-    tags = ("leaf_spine", "dragonfly", "frontier", "multi_cluster", "collective", "sequence", "training")
+    tags = (*FABRICS.names(), "collective", "sequence", "training")
     return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in tags)))
 
 
@@ -774,8 +489,7 @@ def _message(err: dict, model_fields: dict | None) -> str:
         valid = ctx.get("expected_tags", "").replace(chr(39), "")
         return f"unknown type {shorten(ctx.get('tag'))}; valid: {valid}"
     for prefix in ("Value error, ", "Assertion failed, "):
-        if msg.startswith(prefix):
-            msg = msg[len(prefix):]
+        msg = msg.removeprefix(prefix)
     if err.get("input") is not None and kind not in ("value_error",) and not isinstance(err["input"], dict):
         msg = f"{msg} (got {shorten(err['input'])})"
     return msg
@@ -1286,7 +1000,7 @@ class _TopologyFile(_Spec):
     topology: TopologySpec
 
 
-def load_topology(path: str | Path) -> LeafSpineSpec | DragonflySpec | FrontierSpec | MultiClusterSpec:
+def load_topology(path: str | Path):
     """The topology spec of a topology file (``topologies/*.yaml``) or of an experiment file.
 
     Examples

@@ -347,8 +347,8 @@ def test_tcp_in_the_connection_is_what_use_tcp_did():
     """A communicator that mixes NIC families talks TCP: building its connections with ``tcp`` gives
     what registering it with ``Fabric.use_tcp`` gave."""
     from netsim.config import load_topology
-    from netsim.experiment.run import build_topology_spec
-    topo = build_topology_spec(load_topology(Path(__file__).resolve().parents[1] / "topologies" / "holmes-ib-roce.yaml"))
+    from netsim.fabrics import build_topology
+    topo = build_topology(load_topology(Path(__file__).resolve().parents[1] / "topologies" / "holmes-ib-roce.yaml"))
     gpus = [0, topo.n_gpus // 2 + 1, 3, topo.n_gpus - 2]
     assert topo.mixes_fabrics(gpus)
     runs = []

@@ -6,7 +6,7 @@ import pytest
 from netsim.config import load_topology
 from netsim.engine import Environment, Fabric
 from netsim.errors import ConfigError, NetsimError
-from netsim.experiment.run import build_topology_spec
+from netsim.fabrics import build_topology
 from netsim.routing import make_routing
 from netsim.topology.nic import BUILTIN_NICS, nic_profile, same_fabric
 from netsim.topology.topology import LINK_KINDS
@@ -51,7 +51,7 @@ def test_mixed_families_without_ethernet_is_a_clear_error():
 
 
 def test_bonded_dual_port_nics_reach_two_leaves():
-    topo = build_topology_spec(load_topology(ROOT / "topologies" / "leaf-spine-dual-tor.yaml"))
+    topo = build_topology(load_topology(ROOT / "topologies" / "leaf-spine-dual-tor.yaml"))
     for nic in topo.hosts[0][3]:
         leaves = {topo.node_name(sw) for _up, sw, _down in topo.nic_ports[nic]}
         assert leaves == {"leaf0", "leaf1"}
@@ -70,7 +70,7 @@ def test_dual_port_needs_an_even_leaf_count():
 
 @pytest.fixture(scope="module")
 def holmes():
-    return build_topology_spec(load_topology(ROOT / "topologies" / "holmes-ib-roce.yaml"))
+    return build_topology(load_topology(ROOT / "topologies" / "holmes-ib-roce.yaml"))
 
 
 def test_transport_selection_same_family_rdma_mixed_tcp_over_ethernet(holmes):
@@ -103,7 +103,7 @@ def test_yaml_nic_definitions(tmp_path):
             "roce-200", 25e9 * 0.94), ({"profile": "roce-200", "efficiency": 0.5}, 12.5e9),
             ({"bandwidth": "100Gbps", "efficiency": 0.8, "transport": "tcp", "family": "ethernet"}, 10e9)):
         spec = ExperimentSpec.model_validate({"name": "n", "topology": {**base, "nic": nic}, "workload": wl})
-        t = build_topology_spec(spec.topology)
+        t = build_topology(spec.topology)
         assert t.links.capacity_Bps[t.links.kind == LINK_KINDS.index("nic_up")][0] == pytest.approx(rate)
     from netsim.config import parse_spec
     with pytest.raises(ConfigError, match="topology.nic.profile: unknown NIC profile 'roce-9000'"):

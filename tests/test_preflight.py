@@ -15,9 +15,9 @@ from netsim.collectives import ALGORITHM_OPS
 from netsim.config import load_experiment, load_topology, parse_spec
 from netsim.errors import NetsimError
 from netsim.experiment import run_experiment
-from netsim.experiment.counts import fabric_shape
+from netsim.fabrics import fabric_shape
 from netsim.experiment.preflight import DEFAULT_MAX_MEMORY_BYTES, check, estimate
-from netsim.experiment.run import build_topology_spec
+from netsim.fabrics import build_topology
 from netsim.experiment.sweep import expand
 from netsim.topology.topology import SWITCH_KINDS
 from netsim.units import parse_size
@@ -65,7 +65,7 @@ TOPOLOGIES = {
 def test_fabric_counts_are_those_of_the_built_topology(name):
     spec = parse_spec(spec_dict(TOPOLOGIES[name], routing="minimal" if "frontier" in name or "dragon" in name
                                 else "ecmp"))
-    topo = build_topology_spec(spec.topology)
+    topo = build_topology(spec.topology)
     est, shape = estimate(spec), fabric_shape(spec.topology)
     switches = sum(1 for _, kind in topo.graph.nodes(data="kind") if kind in SWITCH_KINDS)
     assert (est.hosts, est.gpus, est.links, est.switches) == (topo.n_hosts, topo.n_gpus, len(topo.links), switches)

@@ -1,9 +1,8 @@
 """Closed-form counts of what a spec will create, without building anything (for the pre-flight).
 
-The fabric's shape from its topology spec (:func:`fabric_shape`, the builders of
-:mod:`netsim.topology` in closed form), each collective call's messages and connections
-(:func:`collective_call`, the algorithms of :mod:`netsim.collectives`), and a workload's totals
-over communicators, sequences, training iterations and jobs (:func:`count_workload`). Tests hold
+The fabric's shape comes from its family (:func:`netsim.fabrics.fabric_shape`); here, each
+collective call's messages and connections (:func:`collective_call`, the algorithms of
+:mod:`netsim.collectives`), and a workload's totals over communicators, sequences, training iterations and jobs (:func:`count_workload`). Tests hold
 every count to what a run really builds; where the exact count needs the placement (which
 GPUs share a host or a leaf) it is an upper bound, and the code says so.
 """
@@ -15,115 +14,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from netsim.collectives.tree import DEFAULT_TREE_CHUNK as TREE_CHUNK
-from netsim.config import (DragonflySpec, ExperimentSpec, FrontierSpec, LeafSpineSpec, MultiClusterSpec,
-                           SequenceWorkload, TrainingWorkload)
-
-
-# ------------------------------------------------------------------ the fabric, from its spec
-
-
-@dataclass(frozen=True)
-class FabricShape:
-    """A fabric's counts and path structure, in closed form."""
-
-    hosts: int
-    gpus: int
-    switches: int
-    nodes: int
-    links: int
-    gpus_per_host: int      #: most GPUs on one host
-    gpus_per_domain: int    #: fewest GPUs under one leaf (set) / in one dragonfly group
-    domains: int            #: leaves / groups: more than one means pairs can be far apart
-    gpus_per_nic: int       #: most GPUs sending through one NIC
-    paths_host: int         #: equal-cost paths between two GPUs of one host (upper bound)
-    paths_near: int         #: ... of different hosts in one domain
-    paths_far: int          #: ... in different domains
-    path_links: int         #: links on the longest path
-    union_links: int        #: links on all of a far pair's paths together (a sprayed message's incidence)
-    uplinks: int            #: links a domain's traffic can leave by
-
-
-def _painted(first_default: int, n: int, ranges: list[tuple[int, int, int]]) -> int:
-    """Sum over hosts ``0..n-1`` of a value that ``ranges`` [(first, last, value), ...] override in order."""
-    cuts = sorted({0, n, *(a for a, _, _ in ranges), *(b + 1 for _, b, _ in ranges)})
-    total = 0
-    for lo, hi in zip(cuts, cuts[1:]):
-        if lo >= n:
-            break
-        value = first_default
-        for a, b, v in ranges:
-            if a <= lo and hi - 1 <= b:
-                value = v
-        total += value * (min(hi, n) - lo)
-    return total
-
-
-def _ports(nic) -> int:
-    """Ports of a NIC spec (its override, else its built-in profile's, else one)."""
-    from netsim.topology.nic import BUILTIN_NICS
-    if nic.ports is not None:
-        return nic.ports
-    return BUILTIN_NICS[nic.profile].ports if nic.profile in BUILTIN_NICS else 1
-
-
-def _leaf_spine(t: LeafSpineSpec, extra_nics: int = 0) -> FabricShape:
-    """:func:`netsim.topology.leaf_spine`: leaves x spines x count uplinks, hosts of an NVSwitch model."""
-    hosts = t.leaves * t.hosts_per_leaf
-    ports = _ports(t.nic)
-    ranges = [(e.hosts[0], e.hosts[1], _ports(e.nic)) for e in t.host_nics]
-    port_sum = _painted(ports, hosts, ranges)
-    p = max([ports, *(v for *_, v in ranges)])
-    c, s = t.uplink.count, t.spines
-    links = 2 * t.leaves * s * c + hosts * 2 * t.gpus_per_host + 2 * t.nics_per_host * port_sum
-    # Port k of a P-port NIC goes to the k-th leaf of its set of P leaves, so pairs of one set are near.
-    domain = t.gpus_per_host if t.rail_optimized else t.hosts_per_leaf * t.gpus_per_host * p
-    return FabricShape(hosts=hosts, gpus=hosts * t.gpus_per_host, switches=t.leaves + s,
-                       nodes=t.leaves + s + hosts * (t.gpus_per_host + t.nics_per_host + extra_nics + 1),
-                       links=links, gpus_per_host=t.gpus_per_host, gpus_per_domain=domain,
-                       domains=max(1, t.leaves // p), gpus_per_nic=-(-t.gpus_per_host // t.nics_per_host),
-                       paths_host=1, paths_near=p, paths_far=p * p * s * c * c, path_links=4,
-                       union_links=2 * p * (1 + s * c), uplinks=s * c * p)
-
-
-def _dragonfly(groups: int, a: int, p: int, per_pair: int, gpus_per_host: int, nics_per_host: int,
-               host_links: int, local_hops: int) -> FabricShape:
-    """:func:`netsim.topology.dragonfly.dragonfly`: ``groups`` all-to-all groups of ``a`` switches."""
-    hosts = groups * a * p
-    return FabricShape(hosts=hosts, gpus=hosts * gpus_per_host, switches=groups * a,
-                       nodes=groups * a + hosts * (gpus_per_host + nics_per_host),
-                       links=groups * a * (a - 1) + per_pair * groups * (groups - 1)
-                       + hosts * (host_links + 2 * nics_per_host),
-                       gpus_per_host=gpus_per_host, gpus_per_domain=a * p * gpus_per_host, domains=groups,
-                       gpus_per_nic=-(-gpus_per_host // nics_per_host), paths_host=4 if host_links else 1,
-                       # fewest-hop paths between groups: at most one per cable between them
-                       paths_near=1, paths_far=per_pair, path_links=2 + 3 + 2 * local_hops,
-                       union_links=2 + 2 * local_hops + 3 * per_pair, uplinks=per_pair * max(groups - 1, 1))
-
-
-def fabric_shape(topology) -> FabricShape:
-    """The :class:`FabricShape` of a topology spec (any of the four types)."""
-    if isinstance(topology, FrontierSpec):
-        # 128 MI250X nodes of 8 GCDs and 4 NICs per group; 16 Infinity Fabric + PCIe cables per node
-        return _dragonfly(topology.groups, 32, 4, topology.global_links_between_groups, 8, 4, 32, 2)
-    if isinstance(topology, DragonflySpec):
-        g, a = topology.groups, topology.switches_per_group
-        per_pair = topology.global_links_between_groups or max(1, a * (topology.global_links_per_switch or 1)
-                                                                 // max(g - 1, 1))
-        return _dragonfly(g, a, topology.hosts_per_switch, per_pair, 1, 1, 0, 0)
-    if isinstance(topology, MultiClusterSpec):
-        parts = [_leaf_spine(c, extra_nics=1) for c in topology.clusters]
-        hosts = sum(s.hosts for s in parts)
-        # each cluster adds an Ethernet switch (and its cable to the core), each host an Ethernet NIC
-        return FabricShape(hosts=hosts, gpus=sum(s.gpus for s in parts),
-                           switches=sum(s.switches + 1 for s in parts) + 1, nodes=sum(s.nodes + 1 for s in parts) + 1,
-                           links=sum(s.links + 2 for s in parts) + 2 * hosts,
-                           gpus_per_host=max(s.gpus_per_host for s in parts),
-                           gpus_per_domain=min(s.gpus_per_domain for s in parts),
-                           domains=sum(s.domains for s in parts) + 1, gpus_per_nic=max(s.gpus_per_nic for s in parts),
-                           paths_host=1, paths_near=max(s.paths_near for s in parts),
-                           paths_far=max(s.paths_far for s in parts), path_links=4,
-                           union_links=max(s.union_links for s in parts), uplinks=min(s.uplinks for s in parts))
-    return _leaf_spine(topology)
+from netsim.config import ExperimentSpec, SequenceWorkload, TrainingWorkload
+from netsim.fabrics import FabricShape, fabric_shape  # noqa: F401  (fabric_shape: re-exported)
 
 
 # ------------------------------------------------------------------ one collective call, in closed form

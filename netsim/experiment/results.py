@@ -13,8 +13,8 @@ import pandas as pd
 import pyarrow as pa
 
 import netsim
-from netsim.engine.ideal import core_mask
 from netsim.errors import NetsimError
+from netsim.experiment.metrics import run_metrics
 from netsim.experiment.outdir import Staging, claim, os_error, write_manifest
 from netsim.experiment.run import RunResult, spec_hash
 from netsim.topology import LINK_KINDS, LINK_TIERS
@@ -149,36 +149,6 @@ def link_series_frame(result: RunResult) -> pd.DataFrame:
     }, columns=LINK_SERIES_COLUMNS)
 
 
-def uplink_imbalance(result: RunResult) -> float:
-    """Worst leaf's max / mean bytes over its uplinks (leaf -> spine), among leaves that sent any; NaN without.
-
-    1.0 is a perfectly even spread (spraying); hashing collisions push it up.
-    """
-    lt = result.topology.links
-    up = lt.kind == LINK_KINDS.index("up")
-    if not up.any():
-        return float("nan")
-    df = pd.DataFrame({"leaf": lt.src[up], "bytes": result.fabric.link_bytes[up]})
-    per_leaf = df.groupby("leaf")["bytes"].agg(["max", "mean"])
-    per_leaf = per_leaf[per_leaf["mean"] > 0]
-    return float((per_leaf["max"] / per_leaf["mean"]).max()) if len(per_leaf) else float("nan")
-
-
-def congestion(result: RunResult) -> tuple[float, float]:
-    """(max congestion of this run, the same had every message been sprayed) over switch-to-switch links.
-
-    Max congestion: the peak over time of the most loaded link's offered load / capacity, where a
-    message offers the rate its own NIC path allows (see :attr:`Fabric.offered_peak`).
-    """
-    fab = result.fabric
-    core = core_mask(result.topology)
-    if not fab.track_congestion:
-        return float("nan"), float("nan")
-    if not core.any():
-        return 0.0, 0.0
-    return float(fab.offered_peak[core].max()), float(fab.spray_offered_peak[core].max())
-
-
 def _flatten(prefix: str, value, out: dict) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -190,46 +160,12 @@ def _flatten(prefix: str, value, out: dict) -> None:
 
 
 def runs_frame(results: list[RunResult]) -> pd.DataFrame:
-    """One row per run: every spec parameter as a column plus the headline metrics."""
+    """One row per run: every spec parameter as a column, then every metric (:data:`netsim.experiment.metrics.METRICS`)."""
     rows = []
     for r in results:
         row: dict = {"run_id": r.run_id}
         _flatten("", r.spec.model_dump(mode="json"), row)
-        durations = np.array([c.duration_s for c in r.collectives])
-        uplinks = np.isin(r.topology.links.kind, [LINK_KINDS.index("up"), LINK_KINDS.index("down")])
-        fab = r.fabric
-        worst, spray = congestion(r)
-        iters = r.iterations
-        qp_conns, qp_total = fab.queue_pair_totals()
-        row.update({
-            "n_ranks": len(r.gpus),
-            "n_jobs": len(r.jobs),
-            "iteration_time_s": float(np.mean([i.duration_s for i in iters])) if iters else np.nan,
-            "tflops_per_gpu": float(np.mean([i.tflops_per_gpu for i in iters])) if iters else np.nan,
-            "collective_time_s": float(durations.mean()) if len(durations) else np.nan,
-            "algbw_Bps": float(np.mean([c.algbw_Bps for c in r.collectives])) if r.collectives else np.nan,
-            "busbw_Bps": float(np.mean([c.busbw_Bps for c in r.collectives])) if r.collectives else np.nan,
-            "ideal_time_s": float(np.mean([c.ideal_s for c in r.collectives])) if r.collectives else np.nan,
-            "slowdown": float(np.mean([c.slowdown for c in r.collectives])) if r.collectives else np.nan,
-            "below_bound_calls": sum(c.below_bound for c in r.collectives),
-            "max_link_util": float(fab.link_peak_util.max()) if len(fab.link_peak_util) else 0.0,
-            "max_spine_util": float(fab.link_peak_util[uplinks].max()) if uplinks.any() else 0.0,
-            "max_congestion": worst,
-            "spray_congestion": spray,
-            # Load up to capacity is not congestion: 1.0 when neither overloads a link.
-            "congestion_ratio": max(worst, 1.0) / max(spray, 1.0) if spray == spray else float("nan"),
-            "uplink_imbalance": uplink_imbalance(r),
-            "queue_pairs": qp_total,
-            "connections": qp_conns,
-            "subflows": fab.stats["subflows"],
-            "n_faults": len(r.spec.faults),
-            "reroutes": fab.stats["reroutes"],
-            "sim_time_s": r.sim_time_s,
-            "flows": fab.stats["flows"],
-            "solver_calls": fab.stats["solver_calls"],
-            "events": r.events,
-            "wall_s": r.wall_s,
-        })
+        row.update(run_metrics(r))
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -9,16 +9,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from netsim import fabrics
 from netsim.collectives import CollectiveRecord
-from netsim.config import ExperimentSpec, JobSpec, LinkSpec, TrainingWorkload
+from netsim.config import ExperimentSpec, JobSpec, TrainingWorkload
 from netsim.engine import Environment, Fabric
 from netsim.errors import ConfigError, NetsimError
 from netsim.engine.faults import fault_process, resolve_faults
 from netsim.placement import make_placement
 from netsim.routing import make_routing
-from netsim.topology import Topology, leaf_spine
-from netsim.topology.dragonfly import dragonfly, frontier
-from netsim.topology.multicluster import multi_cluster
+from netsim.topology import Topology
 from netsim.collectives.ideal import IdealModel
 from netsim.workload import SequencePlan, plan_workload, run_workload
 from netsim.workload.pipeline import IterationRecord, TrainingPlan, plan_training, run_training, stage_speeds
@@ -55,46 +54,8 @@ def spec_hash(spec: ExperimentSpec) -> str:
 
 
 def build_topology(spec: ExperimentSpec) -> Topology:
-    """The fabric described by ``spec.topology``."""
-    return build_topology_spec(spec.topology)
-
-
-def build_topology_spec(t) -> Topology:
-    """The fabric described by a topology spec (``LeafSpineSpec``, ``DragonflySpec``, ``FrontierSpec``)."""
-    if t.type == "frontier":
-        return frontier(groups=t.groups, nics_on_switches=t.nics_on_switches, link_bandwidth_Bps=t.link_bandwidth,
-                        switch_latency_s=t.switch_latency, cable_latency_s=t.cable_latency,
-                        global_links_between_groups=t.global_links_between_groups)
-    if t.type == "dragonfly":
-        glob = t.global_link or t.link
-        nic = t.nic or LinkSpec(bandwidth=t.link.bandwidth)  # a plain NIC as fast as the cables
-        return dragonfly(groups=t.groups, switches_per_group=t.switches_per_group, hosts_per_switch=t.hosts_per_switch,
-                         global_links_per_switch=t.global_links_per_switch,
-                         global_links_between_groups=t.global_links_between_groups, link_bandwidth_Bps=t.link.bandwidth,
-                         local_latency_s=t.link.latency, global_latency_s=glob.latency, switch_latency_s=t.switch_latency,
-                         nic_bandwidth_Bps=nic.bandwidth, nic_latency_s=nic.latency, nic_overhead_s=nic.overhead,
-                         arrangement=t.arrangement)
-    if t.type == "multi_cluster":
-        return multi_cluster([{"name": c.name, **_leaf_spine_args(c)} for c in t.clusters],
-                             interconnect_Bps=t.ethernet.bandwidth, interconnect_latency_s=t.ethernet.latency,
-                             tcp_nic=t.ethernet.nic.resolve(), eth_latency_s=t.ethernet.nic.latency,
-                             numbering=t.numbering)
-    return leaf_spine(**_leaf_spine_args(t), intra_overhead_s=t.intra_host.overhead)
-
-
-def _leaf_spine_args(t) -> dict:
-    """Keyword arguments of the leaf-spine builders from a LeafSpineSpec."""
-    host_nics = {}
-    for entry in t.host_nics:
-        first, last = entry.hosts
-        host_nics.update({h: entry.nic.resolve() for h in range(first, last + 1)})
-    return dict(
-        leaves=t.leaves, spines=t.spines, hosts_per_leaf=t.hosts_per_leaf, gpus_per_host=t.gpus_per_host,
-        nics_per_host=t.nics_per_host, nic=t.nic.resolve(), nic_latency_s=t.nic.latency,
-        uplink_bandwidth_Bps=t.uplink.bandwidth, uplink_latency_s=t.uplink.latency, uplinks_per_spine=t.uplink.count,
-        intra_bandwidth_Bps=t.intra_host.bandwidth, intra_latency_s=t.intra_host.latency,
-        rail_optimized=t.rail_optimized, host_nics=host_nics,
-        nic_bandwidth_overrides={(o.host, o.nic): o.bandwidth for o in t.nic_overrides})
+    """The fabric described by ``spec.topology`` (its family's builder: :mod:`netsim.fabrics`)."""
+    return fabrics.build_topology(spec.topology)
 
 
 @dataclass

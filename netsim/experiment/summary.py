@@ -10,11 +10,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from netsim.experiment.metrics import METRICS
 from netsim.experiment.results import read_table
-
-#: Headline metrics of ``runs.parquet``, shown when a run has them.
-DEFAULT_METRICS = ("collective_time_s", "busbw_Bps", "slowdown", "iteration_time_s", "tflops_per_gpu",
-                   "max_congestion", "congestion_ratio")
 
 
 def group_keys(runs: pd.DataFrame, manifest: dict) -> list[str]:
@@ -58,7 +55,7 @@ def summarize(out_dir: str | Path, metrics: list[str] | None = None) -> tuple[pd
     if "status" not in runs.columns:
         runs = runs.assign(status="ok")
     if metrics is None:
-        metrics = [m for m in DEFAULT_METRICS if m in runs.columns and runs[m].notna().any()]
+        metrics = [m for m in METRICS.headline() if m in runs.columns and runs[m].notna().any()]
     else:
         missing = [m for m in metrics if m not in runs.columns]
         if missing:

@@ -12,6 +12,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from netsim.experiment.outdir import write_file_atomically
+from netsim.experiment.metrics import CHART_UNITS, METRICS
 from netsim.experiment.results import read_results, read_table
 from netsim.experiment.summary import group_keys, summarize
 
@@ -160,7 +161,8 @@ def _sweep_summary(results_dir: Path) -> tuple[go.Figure, pd.DataFrame, list[str
     table, keys, metrics = summarize(results_dir)
     shown = table[keys + ["runs", "failed"]].copy()
     for m in metrics:
-        scale, unit = (1e3, " (ms)") if m.endswith("_s") else (1 / GBPS, " (Gbps)") if m.endswith("_Bps") else (1, "")
+        scale, unit = CHART_UNITS[METRICS[m].kind] if m in METRICS else (1.0, "")
+        unit = f" ({unit})" if unit else ""
         mean, half = table[m] * scale, table[f"{m}_ci95"] * scale
         shown[m.removesuffix("_s").removesuffix("_Bps") + unit] = [
             "-" if a != a else f"{a:.4g}" + ("" if h != h else f" ± {h:.2g}") for a, h in zip(mean, half)]
@@ -299,13 +301,8 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
     if sweep:
         summary_fig, table, keys, _metrics = _sweep_summary(results_dir)
         figs = [summary_fig]
-        figs += _metric_bars(table, keys, [("collective_time_s", "Collective time by variant (ms; 95% interval)", 1e3),
-                                           ("busbw_Bps", "Bus bandwidth by variant (Gbps; 95% interval)", 1 / GBPS),
-                                           ("iteration_time_s", "Training iteration time by variant (ms)", 1e3)])
-        figs += _metric_bars(table, keys, [("slowdown", "Slowdown vs ideal by variant (95% interval)", 1.0),
-                                           ("max_congestion", "Max congestion by variant (95% interval)", 1.0),
-                                           ("congestion_ratio", "Max congestion relative to ideal spraying by variant "
-                                            "(1 = as good as spraying)", 1.0)])
+        for row in METRICS.chart_rows():
+            figs += _metric_bars(table, keys, [(m.name, m.chart_title(), CHART_UNITS[m.kind][0]) for m in row])
     else:
         figs = [_summary(runs, colls)]
     if jobs is not None and len(jobs) and (jobs.groupby("run_id").size().max() > 1

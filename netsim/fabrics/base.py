@@ -1,0 +1,90 @@
+"""What a fabric family is: its ``topology:`` spec, its builder and its counts in closed form.
+
+A family is one module of :mod:`netsim.fabrics` that registers a :class:`FabricKind`; the experiment
+file's ``topology.type`` names it. Everything else reads the registry: the YAML schema (the union
+of the registered specs), the runner (``build``), the pre-flight estimate (``shape``) and
+``netsim show`` / ``netsim validate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from netsim.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class FabricShape:
+    """A fabric's counts and path structure, in closed form."""
+
+    hosts: int
+    gpus: int
+    switches: int
+    nodes: int
+    links: int
+    gpus_per_host: int      #: most GPUs on one host
+    gpus_per_domain: int    #: fewest GPUs under one leaf (set) / in one dragonfly group
+    domains: int            #: leaves / groups: more than one means pairs can be far apart
+    gpus_per_nic: int       #: most GPUs sending through one NIC
+    paths_host: int         #: equal-cost paths between two GPUs of one host (upper bound)
+    paths_near: int         #: ... of different hosts in one domain
+    paths_far: int          #: ... in different domains
+    path_links: int         #: links on the longest path
+    union_links: int        #: links on all of a far pair's paths together (a sprayed message's incidence)
+    uplinks: int            #: links a domain's traffic can leave by
+
+
+@dataclass(frozen=True)
+class FabricKind:
+    """One fabric family.
+
+    ``spec`` is a pydantic model with a ``type: Literal[name]`` field (the YAML ``topology:``
+    section); ``build(spec)`` returns the :class:`netsim.topology.Topology`; ``shape(spec)`` its
+    :class:`FabricShape` without building anything (the pre-flight estimate runs it on fabrics too
+    large to build).
+    """
+
+    name: str
+    spec: type
+    build: Callable[[Any], Any]
+    shape: Callable[[Any], FabricShape]
+    summary: str = ""
+
+
+class FabricRegistry:
+    """``topology.type`` -> :class:`FabricKind`, in registration order."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, FabricKind] = {}
+
+    def register(self, kind: FabricKind) -> FabricKind:
+        fields = getattr(kind.spec, "model_fields", {})
+        if "type" not in fields:
+            raise TypeError(f"fabric {kind.name!r}: its spec needs a 'type' field (Literal[{kind.name!r}])")
+        if kind.name in self._kinds:
+            raise ValueError(f"fabric {kind.name!r} registered twice")
+        self._kinds[kind.name] = kind
+        return kind
+
+    def names(self) -> list[str]:
+        return list(self._kinds)
+
+    def specs(self) -> tuple[type, ...]:
+        return tuple(k.spec for k in self._kinds.values())
+
+    def __getitem__(self, name: str) -> FabricKind:
+        try:
+            return self._kinds[name]
+        except KeyError:
+            raise ConfigError(f"unknown topology type {name!r}; valid: {', '.join(self.names())}",
+                              "topology.type") from None
+
+    def of(self, spec) -> FabricKind:
+        """The family of a topology spec."""
+        return self[spec.type]
+
+
+#: Every fabric family; :mod:`netsim.fabrics` imports the built-in ones.
+FABRICS = FabricRegistry()
