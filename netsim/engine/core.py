@@ -149,7 +149,7 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
         self.store = RouteStore(self.core, unbounded_links)
         self._cross = np.zeros(n_links, np.int64)  # per link: pieces of the connections' routes on it
         self._conn_cross: dict[int, np.ndarray] = {}
-        self._spray_ids: dict[int, int] = {}  # per (src, dst, tcp) key: its sprayed piece
+        self._spray_ids: dict[tuple, int] = {}  # per (path class, host-end path counts): its sprayed piece
         self._sprayer = Spray(topology)
         self._tcp_comms: set[tuple[int, int]] = set()
         # observers
@@ -254,7 +254,7 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
             t.group_free = list(range(2 * old - 1, old - 1, -1)) + t.group_free
         if row > t.rows.shape[1]:
             t.rows, t.roww = _widen(t.rows, max(row, 2 * t.rows.shape[1])), _widen(t.roww, max(row, 2 * t.rows.shape[1]))
-        need = 2 * max(t.num.shape[0] * t.links.shape[1], len(t.nl)) + len(self.capacity_Bps)
+        need = max(len(t.nl), len(self.capacity_Bps))  # (a flush seeds each link once: see table._seed)
         if need > t.scratch.shape[1]:
             t.scratch = np.zeros((4, need), np.int64)
         self._sync_free()

@@ -90,13 +90,13 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
     # anything else (faults, reroutes: extra seeds) can change every level.
     level = np.inf if prune and extra_seeds.shape[0] == 0 else 0.0
     for i in range(extra_seeds.shape[0]):
-        seeds[n_seeds] = extra_seeds[i]
-        n_seeds += 1
+        n_seeds = _seed(extra_seeds[i], seeds, n_seeds, stamp_l, -stamp)
     # Phase 1: removes (swap the last flow of each row into the hole)
-    n_seeds, level = _remove(removes, nl, links, pos, rows, roww, cnt, local, grp, succ, num, seeds, n_seeds, level)
+    n_seeds, level = _remove(removes, nl, links, pos, rows, roww, cnt, local, grp, succ, num, seeds, n_seeds, level,
+                             stamp_l, -stamp)
     # Phase 2: adds: whole messages, then the pieces of the split messages in ``bulk``
     n_seeds = _add(add_slots, add_nl, add_links, add_w, add_num, bulk, piece_fd, groups, links, w, pos, rows, roww,
-                   cnt, seeds, n_seeds, nl, num, grp, stamp_new, stamp, now)
+                   cnt, seeds, n_seeds, nl, num, grp, stamp_new, stamp, now, stamp_l)
     if level > 0.0:
         for i in range(add_links.shape[0]):
             link = add_links[i]
@@ -199,7 +199,7 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
 
 
 @njit(cache=True, nogil=True)
-def _remove(removes, nl, links, pos, rows, roww, cnt, local, grp, succ, num, seeds, n_seeds, level):
+def _remove(removes, nl, links, pos, rows, roww, cnt, local, grp, succ, num, seeds, n_seeds, level, stamp_l, mark):
     """Take the flows ``removes`` off their links' rows (swapping each row's last flow into the hole),
     seeding their links; returns (seeds, level). perf: a row the removes empty ends empty in any
     order: marked -1 in ``local``, it only counts down (a split message's pieces leave their NIC
@@ -217,8 +217,7 @@ def _remove(removes, nl, links, pos, rows, roww, cnt, local, grp, succ, num, see
         level = min(level, num[r, RATE])
         for k in range(nl[r]):
             link = links[r, k]
-            seeds[n_seeds] = link
-            n_seeds += 1
+            n_seeds = _seed(link, seeds, n_seeds, stamp_l, mark)
             c = cnt[link] - 1
             if local[link] < 0:
                 cnt[link] = c
@@ -245,7 +244,7 @@ def _remove(removes, nl, links, pos, rows, roww, cnt, local, grp, succ, num, see
 
 @njit(cache=True, nogil=True)
 def _add(add_slots, add_nl, add_links, add_w, add_num, bulk, piece_fd, groups, links, w, pos, rows, roww, cnt, seeds,
-         n_seeds, nl, num, grp, stamp_new, stamp, now):
+         n_seeds, nl, num, grp, stamp_new, stamp, now, stamp_l):
     """Put the added flows on their links: whole messages (``add_num``: cap, remaining, fid, bytes),
     then the pieces of the split messages in ``bulk`` (k, cap, size, first fid, group), each a
     fraction of its message; returns the seed count."""
@@ -254,7 +253,7 @@ def _add(add_slots, add_nl, add_links, add_w, add_num, bulk, piece_fd, groups, l
     for i in range(n_single):
         s = add_slots[i]
         n = add_nl[i]
-        n_seeds = _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, n_seeds)
+        n_seeds = _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, n_seeds, stamp_l, -stamp)
         nl[s] = n
         num[s, CAP] = add_num[0, i]
         num[s, RATE] = 0.0
@@ -276,7 +275,7 @@ def _add(add_slots, add_nl, add_links, add_w, add_num, bulk, piece_fd, groups, l
         for j in range(k):
             s = add_slots[i]
             n = add_nl[i]
-            n_seeds = _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, n_seeds)
+            n_seeds = _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, n_seeds, stamp_l, -stamp)
             nl[s] = n
             frac = piece_fd[0, i - n_single]
             num[s, CAP] = cap * frac
@@ -338,7 +337,7 @@ def _component(seed, stamp, keep_below, stack, comp, comp_links, rows, roww, cnt
 
 
 @njit(cache=True, nogil=True)
-def _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, n_seeds):
+def _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, n_seeds, stamp_l, mark):
     """Put slot ``s`` on its ``n`` links (``add_links[off:off + n]``), seeding each; returns the seed count."""
     for k in range(n):
         link = add_links[off + k]
@@ -349,6 +348,16 @@ def _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, 
         roww[link, c] = add_w[off + k]
         pos[s, k] = c
         cnt[link] = c + 1
+        n_seeds = _seed(link, seeds, n_seeds, stamp_l, mark)
+    return n_seeds
+
+
+@njit(cache=True, nogil=True)
+def _seed(link, seeds, n_seeds, stamp_l, mark):
+    """Seed ``link`` once per flush (``mark``: minus the flush's stamp, which the solve's own marks
+    never equal): at most one seed per link, so the seed list fits in a row of the links' length."""
+    if stamp_l[link] != mark:
+        stamp_l[link] = mark
         seeds[n_seeds] = link
         n_seeds += 1
     return n_seeds
@@ -507,7 +516,7 @@ def _drain_kernel(num, horizon, now, hkeys, hvals, stats, slot_int, links, w, po
             n_codes += 1
             if succ[s]:
                 fuse = False
-    if not fuse or count == 0 or count * links.shape[1] > scratch.shape[1] or nl.shape[0] > scratch.shape[1]:
+    if not fuse or count == 0 or rows.shape[0] > scratch.shape[1] or nl.shape[0] > scratch.shape[1]:
         return codes[:n_codes], found, -1, np.inf
     n_out, t_next = _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, scratch, hkeys,
                                   hvals, stats, found, np.empty((2, 0), np.int64), np.empty(0, np.int64),
@@ -687,9 +696,8 @@ class FlowTable:
         else:
             head, piece_fd = self._empty_bulk, self._empty_fd
         seeds = np.fromiter(extra_seeds, np.int64, len(extra_seeds)) if extra_seeds else self._empty
-        need = len(seeds) + len(add_links) + len(rem) * self.links.shape[1]
-        if need > self.scratch.shape[1] or len(self.nl) > self.scratch.shape[1]:
-            self.scratch = np.zeros((4, max(need, len(self.nl), 2 * self.scratch.shape[1])), np.int64)
+        if max(len(self.nl), self.rows.shape[0]) > self.scratch.shape[1]:
+            self.scratch = np.zeros((4, max(len(self.nl), self.rows.shape[0], 2 * self.scratch.shape[1])), np.int64)
         while True:
             n_out, t_next = _flush_kernel(self.slot_int, self.links, self.w, self.pos, self.num, self.rows, self.roww,
                                           self.link_int, self.link_flt, self.scratch, self.hkeys, self.hvals,
