@@ -883,6 +883,81 @@ def advance(limit, ti, tf, succ_ptr, succ_idx, ci, cf, ri, pi, pf, ll, lw, el, e
             return ST_ROUTES, ah, ser_data
 
 
+@inner
+def _schedule(s, now, kind, conn, amount, rate, delay, same, busy, ah, nah, seq):
+    """Task ``s`` is released at ``now``: its end goes on the event heap (``IdealFabric.send``: after
+    the connection's earlier messages, at the pair's rate, plus its delay; a DELAY: after its
+    amount), with SimPy's float arithmetic. Returns the heap."""
+    if kind[s] == DELAY:
+        t = now + amount[s]
+    else:
+        c = conn[s]
+        if same[c]:
+            t = now + 0.0
+        else:
+            start = max(now, busy[c])
+            end = start + (amount[s] / rate[c] if amount[s] != 0.0 else 0.0)
+            busy[c] = end
+            t = now + ((end + delay[c]) - now)
+    return _heap_push3(ah, nah, t, seq, s)
+
+
+@njit(cache=True, nogil=True)
+def replay_kernel(kind, conn, amount, left, succ_ptr, succ_idx, rate, delay, same):
+    """Each task's end under :class:`~netsim.engine.ideal.IdealFabric` (see :func:`netsim.engine.ideal.replay`), and the last one."""
+    n = kind.shape[0]
+    times = np.full(n, np.nan)
+    busy = np.zeros(rate.shape[0])
+    ah = np.empty((64, 3))
+    nah, seq = 0, 0
+    stack = np.empty((64, 2), np.int64)
+    now = 0.0
+    roots = np.flatnonzero(left == 0)
+    # the roots released in task order, then each event in SimPy's order; a task that ends releases
+    # its successors depth first (a JOIN ends at once: its own successors go before its siblings)
+    for i in range(roots.shape[0] + n):
+        if i < roots.shape[0]:
+            task = roots[i]
+            if kind[task] != JOIN:
+                ah = _schedule(task, now, kind, conn, amount, rate, delay, same, busy, ah, nah, seq)
+                nah += 1
+                seq += 1
+                continue
+        else:
+            if nah == 0:
+                break
+            now = ah[0, 0]
+            task = int(ah[0, 2])
+            _heap_pop3(ah, nah)
+            nah -= 1
+        times[task] = now
+        top = 1
+        stack[0, 0], stack[0, 1] = task, succ_ptr[task]
+        while top > 0:
+            t, j = stack[top - 1, 0], stack[top - 1, 1]
+            if j == succ_ptr[t + 1]:
+                top -= 1
+                continue
+            stack[top - 1, 1] = j + 1
+            s = succ_idx[j]
+            left[s] -= 1
+            if left[s] != 0:
+                continue
+            if kind[s] == JOIN:
+                times[s] = now
+                if top == stack.shape[0]:
+                    bigger = np.empty((2 * top, 2), np.int64)
+                    bigger[:top] = stack
+                    stack = bigger
+                stack[top, 0], stack[top, 1] = s, succ_ptr[s]
+                top += 1
+            else:
+                ah = _schedule(s, now, kind, conn, amount, rate, delay, same, busy, ah, nah, seq)
+                nah += 1
+                seq += 1
+    return times, now
+
+
 def _forget_stale() -> None:
     from netsim.engine.table import _drop_stale_kernels
     _drop_stale_kernels()

@@ -23,7 +23,9 @@ import simpy
 from simpy.events import NORMAL
 
 from netsim.engine.clock import Wakeup
+from netsim.engine.dag import replay_kernel
 from netsim.engine.fabric import CORE_KINDS, Fabric
+from netsim.engine.model import SEND as SEND_KIND
 from netsim.routing.base import Connection
 from netsim.routing.spray import Spray
 from netsim.topology import LINK_KINDS, Topology
@@ -223,3 +225,42 @@ class IdealFabric:
                 ratio = np.where(used > 0, used / capacity, 0.0)
                 bound = max(bound, float(ratio.max(initial=0.0)))
         return bound
+
+
+def replay(model: PairModel, schedule, tcp: bool = False) -> tuple[np.ndarray, float, IdealFabric]:
+    """:class:`IdealFabric`'s replay of ``schedule`` without SimPy: the same events in the same order
+    (SimPy's: by time, then by when each was scheduled; a task's successors released depth first, as
+    :class:`~netsim.engine.reference.ScheduleRun` does), in one compiled pass. Returns (each task's
+    end, the replay's end, an IdealFabric holding the bytes it counted, for ``load_bound_s``); ``model``
+    gives each pair's rate and delay (prefetched)."""
+    topo = model.topology
+    conns = schedule.connections
+    src, dst = conns.column("src").astype(np.int64), conns.column("dst").astype(np.int64)
+    ctcp = conns.column("tcp").astype(bool) | tcp
+    n_conn = len(src)
+    rate, delay = np.ones(n_conn), np.zeros(n_conn)
+    same = src == dst
+    sends = schedule.kind == SEND_KIND
+    used = np.unique(schedule.conn[sends])
+    forced: dict[int, tuple[int, ...]] = {}
+    for c in used[~same[used]].tolist():
+        rate[c], delay[c], forced[c] = model.pair(int(src[c]), int(dst[c]), bool(ctcp[c]))
+    succ_ptr, succ_idx = schedule.successors()
+    times, end = replay_kernel(schedule.kind.astype(np.int64), schedule.conn.astype(np.int64),
+                                schedule.amount.astype(np.float64), np.diff(schedule.dep_ptr).astype(np.int64),
+                                succ_ptr.astype(np.int64), succ_idx.astype(np.int64), rate, delay, same)
+    # the bytes the IdealFabric would have counted (summed per connection, then per link or host)
+    fab = IdealFabric(None, topo, model, tcp=tcp)
+    remote = sends & ~same[np.maximum(schedule.conn, 0)]
+    per_conn = np.bincount(schedule.conn[remote], weights=schedule.amount[remote], minlength=n_conn)
+    for c, links in forced.items():
+        for lk in links:
+            fab.forced_bytes[lk] += per_conn[c]
+    hs, hd = topo.gpu_host[src], topo.gpu_host[dst]
+    apart = hs != hd
+    fab.host_out_bytes += np.bincount(hs[apart], weights=per_conn[apart], minlength=topo.n_hosts)
+    fab.host_in_bytes += np.bincount(hd[apart], weights=per_conn[apart], minlength=topo.n_hosts)
+    for g, k in zip(*np.unique(src[schedule.conn[remote]], return_counts=True)):
+        fab.sends[int(g)] = int(k)
+    return times, end, fab
+

@@ -746,6 +746,7 @@ def warm_up() -> None:
     run by the compiled executor, with every observer on, and a fault."""
     from netsim.engine.clock import Environment
     from netsim.engine.core import CompiledCore
+    from netsim.engine.ideal import PairModel, replay
     from netsim.engine.model import ScheduleBuilder
     from netsim.routing import make_routing
     from netsim.topology import leaf_spine
@@ -762,6 +763,7 @@ def warm_up() -> None:
         b.join(after=[first.tolist()])
         run = core.submit(b.build())
         env.run(run.done)
+    replay(PairModel(topo), b.build())  # the ideal's replay kernel
 
 
 def _drop_stale_kernels() -> None:
@@ -789,7 +791,7 @@ def _drop_stale_kernels() -> None:
 def _kernels() -> tuple:
     from netsim.engine import dag
     return (_flush_kernel, _drain_kernel, _place_by_fid, _push_finish, _rebuild_heap, _next, dag.advance,
-            dag.release_roots)
+            dag.release_roots, dag.replay_kernel)
 
 
 def kernels_cached() -> bool:

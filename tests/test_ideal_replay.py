@@ -1,0 +1,49 @@
+"""The ideal replay in one compiled pass (``netsim.engine.ideal.replay``) against IdealFabric's replay
+through SimPy, message by message: the same end for every task, to the bit, and the same bytes."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from netsim.collectives import build_collective
+from netsim.engine import Environment
+from netsim.engine.ideal import IdealFabric, PairModel, replay
+from netsim.engine.reference import ScheduleRun
+from netsim.solver import COMPILED
+from tests.conftest import GB, make_leaf_spine
+from tests.test_executors import leaf_spine, schedules
+
+pytestmark = pytest.mark.skipif(not COMPILED, reason="numba is not installed: the SimPy replay is the only one")
+
+
+def _both(topo, schedule, tcp=False):
+    model = PairModel(topo)
+    env = Environment()
+    fab = IdealFabric(env, topo, model, tcp=tcp)
+    run = ScheduleRun(env, fab, schedule).start()
+    env.run()
+    times, end, counted = replay(model, schedule, tcp)
+    np.testing.assert_array_equal(times, run.times)  # (NaN nowhere: every task ends)
+    assert end == env.now
+    assert counted.load_bound_s() == pytest.approx(fab.load_bound_s(), rel=1e-12)
+    assert dict(counted.sends) == dict(fab.sends)
+    np.testing.assert_allclose(counted.host_out_bytes, fab.host_out_bytes, rtol=1e-12)
+    return end
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_schedules_replay_alike(data):
+    topo = leaf_spine(data.draw)
+    _both(topo, data.draw(schedules(topo.n_gpus)))
+
+
+@pytest.mark.parametrize("op,algorithm", [("allreduce", "ring"), ("allreduce", "tree"), ("alltoall", "pairwise"),
+                                          ("alltoall", "direct"), ("allgather", "ring")])
+def test_collectives_replay_alike(op, algorithm):
+    topo = make_leaf_spine(leaves=3, spines=2, hosts_per_leaf=2, gpus_per_host=2, nics_per_host=2,
+                           nic_bandwidth_overrides={(3, 0): 0.5 * GB})
+    gpus = [int(g) for g in np.random.default_rng(3).permutation(topo.n_gpus)[:8]]
+    schedule = build_collective(op, algorithm, gpus, 3e7, gpu_host=topo.gpu_host, channels=2, chunk_bytes=1e6)
+    assert _both(topo, schedule) > 0
