@@ -2,7 +2,10 @@
 
 import math
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from netsim.collectives import run_collective
 from netsim.collectives.schedule import (binomial_broadcast_schedule, binomial_reduce_schedule,
@@ -92,3 +95,20 @@ def test_binomial_reduce_with_a_leaf_that_need_not_wait():
     size = 1 * MiB
     t, _ = _run("reduce", "binomial", 3, size)
     assert t == pytest.approx(2 * size / GB + A, rel=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.lists(st.tuples(*[st.integers(0, 4)] * 4, st.booleans(), st.booleans()), min_size=60, max_size=300),
+       more=st.lists(st.tuples(*[st.integers(0, 4)] * 4, st.booleans(), st.booleans()), max_size=100))
+def test_connection_ids_in_numpy_are_the_loops(rows, more):
+    """A first large ``add`` assigns ids in numpy (``ConnectionTable._first``): the same ids, columns
+    and later ids as adding the connections one at a time."""
+    from netsim.engine.model import ConnectionTable
+
+    batch, single = ConnectionTable(), ConnectionTable()
+    got = batch.add(*(np.array(c) for c in zip(*rows)))
+    want = [int(single.add(*row)[0]) for row in rows]
+    assert got.tolist() == want and batch._cols == single._cols
+    if more:
+        assert batch.add(*(np.array(c) for c in zip(*more))).tolist() == [int(single.add(*r)[0]) for r in more]
+    assert [batch[i] for i in range(len(batch))] == [single[i] for i in range(len(single))]
