@@ -3,7 +3,7 @@
 A new family is one module here: a pydantic spec with ``type: Literal["name"]`` (built from
 :mod:`netsim.spectypes`), ``build(spec) -> Topology`` and ``shape(spec) -> FabricShape`` (its counts
 in closed form, for the pre-flight estimate), registered with
-``FABRICS.register(FabricKind(...))``, and one import line below. The experiment schema, the
+``FABRICS.add(FabricKind(...))``, and one import line below. The experiment schema, the
 runner, the estimate and ``netsim list`` pick it up from the registry. A family defined outside
 netsim registers before :mod:`netsim.config` is first imported (the schema is built then):
 ``docs/extending.md`` shows one.

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from netsim.errors import ConfigError
+from netsim.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -53,33 +53,22 @@ class FabricKind:
     summary: str = ""
 
 
-class FabricRegistry:
-    """``topology.type`` -> :class:`FabricKind`, in registration order."""
+class FabricRegistry(Registry[FabricKind]):
+    """``topology.type`` -> :class:`FabricKind` (a :class:`~netsim.registry.Registry` of kinds)."""
 
     def __init__(self) -> None:
-        self._kinds: dict[str, FabricKind] = {}
+        super().__init__("topology type")
 
-    def register(self, kind: FabricKind) -> FabricKind:
-        fields = getattr(kind.spec, "model_fields", {})
-        if "type" not in fields:
+    def add(self, kind: FabricKind) -> FabricKind:
+        if "type" not in getattr(kind.spec, "model_fields", {}):
             raise TypeError(f"fabric {kind.name!r}: its spec needs a 'type' field (Literal[{kind.name!r}])")
-        if kind.name in self._kinds:
-            raise ValueError(f"fabric {kind.name!r} registered twice")
-        self._kinds[kind.name] = kind
-        return kind
-
-    def names(self) -> list[str]:
-        return list(self._kinds)
+        return self.register(kind.name)(kind)
 
     def specs(self) -> tuple[type, ...]:
-        return tuple(k.spec for k in self._kinds.values())
+        return tuple(self.get(name).spec for name in self.names())
 
     def __getitem__(self, name: str) -> FabricKind:
-        try:
-            return self._kinds[name]
-        except KeyError:
-            raise ConfigError(f"unknown topology type {name!r}; valid: {', '.join(self.names())}",
-                              "topology.type") from None
+        return self.get(name, "topology.type")
 
     def of(self, spec) -> FabricKind:
         """The family of a topology spec."""

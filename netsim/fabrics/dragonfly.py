@@ -108,7 +108,7 @@ def shape_frontier(t: FrontierSpec) -> FabricShape:
     return _dragonfly(t.groups, 32, 4, t.global_links_between_groups, 8, 4, 32, 2)
 
 
-FABRICS.register(FabricKind("dragonfly", DragonflySpec, build_dragonfly, shape_dragonfly,
+FABRICS.add(FabricKind("dragonfly", DragonflySpec, build_dragonfly, shape_dragonfly,
                             "dragonfly: groups of all-to-all switches, every pair of groups joined by global cables"))
-FABRICS.register(FabricKind("frontier", FrontierSpec, build_frontier, shape_frontier,
+FABRICS.add(FabricKind("frontier", FrontierSpec, build_frontier, shape_frontier,
                             "the OLCF Frontier preset: a dragonfly of 74 groups of 128 MI250X nodes"))

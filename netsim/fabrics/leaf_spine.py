@@ -116,5 +116,5 @@ def shape(t: LeafSpineSpec, extra_nics: int = 0) -> FabricShape:
                        union_links=2 * p * (1 + s * c), uplinks=s * c * p)
 
 
-FABRICS.register(FabricKind("leaf_spine", LeafSpineSpec, build, shape,
+FABRICS.add(FabricKind("leaf_spine", LeafSpineSpec, build, shape,
                             "two-tier leaf-spine: hosts of GPUs and NICs under leaves, every leaf cabled to every spine"))

@@ -64,5 +64,5 @@ def shape(t: MultiClusterSpec) -> FabricShape:
                        union_links=max(s.union_links for s in parts), uplinks=min(s.uplinks for s in parts))
 
 
-FABRICS.register(FabricKind("multi_cluster", MultiClusterSpec, build, shape,
+FABRICS.add(FabricKind("multi_cluster", MultiClusterSpec, build, shape,
                             "leaf-spine clusters (each with its own NICs) joined by an Ethernet core"))
