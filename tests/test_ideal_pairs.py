@@ -39,3 +39,20 @@ def test_prefetch_asks_the_max_flow_once_per_kind_of_pair(monkeypatch):
     model.prefetch(src.ravel(), dst.ravel(), np.zeros(src.size, bool))
     assert len(model._cache) == 64 * 63
     assert len(calls) == 8 * 8
+
+
+def test_pairs_of_the_same_graph_up_to_names_share_one_max_flow(monkeypatch):
+    """Every pair of leaves of a leaf-spine is one graph (renamed); a pair inside one leaf is another:
+    two max-flows for 64 x 63 pairs, each rate what a fresh max-flow of that pair gives."""
+    import networkx as nx
+    topo = leaf_spine(leaves=8, spines=2, hosts_per_leaf=8, gpus_per_host=1, nics_per_host=1,
+                      nic_bandwidth_Bps=1e9, uplink_bandwidth_Bps=1e9, intra_bandwidth_Bps=1e10)
+    solved = []
+    flow = nx.maximum_flow_value
+    monkeypatch.setattr(nx, "maximum_flow_value", lambda *a, **k: solved.append(a) or flow(*a, **k))
+    model = PairModel(topo)
+    src, dst = np.meshgrid(np.arange(topo.n_gpus), np.arange(topo.n_gpus))
+    keep = src.ravel() != dst.ravel()
+    rate, _delay, _ptr, _links, uniform = model.table(src.ravel()[keep], dst.ravel()[keep], np.zeros(keep.sum(), bool))
+    assert len(solved) == 2
+    assert set(rate.tolist()) == {1e9} and uniform.all()

@@ -3,7 +3,7 @@ through SimPy, message by message: the same end for every task, to the bit, and 
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from netsim.collectives import build_collective
@@ -47,3 +47,47 @@ def test_collectives_replay_alike(op, algorithm):
     gpus = [int(g) for g in np.random.default_rng(3).permutation(topo.n_gpus)[:8]]
     schedule = build_collective(op, algorithm, gpus, 3e7, gpu_host=topo.gpu_host, channels=2, chunk_bytes=1e6)
     assert _both(topo, schedule) > 0
+
+
+def _nonblocking_end(topo, schedule, tcp=False):
+    from netsim.engine.ideal import nonblocking_fabric
+    from netsim.engine.reference import run_schedule
+    env = Environment()
+    fabric = nonblocking_fabric(env, topo)
+    if tcp:
+        fabric.use_tcp(0, 0)
+    run_schedule(env, fabric, schedule)
+    env.run()
+    return env.now
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_an_exclusive_replay_is_the_nonblocking_run(data):
+    """Where the replay says no two connections share an edge link and every pair's paths are uniform,
+    the fabric with a non-blocking core ends when the replay does (the ideal then skips that run)."""
+    topo = leaf_spine(data.draw)
+    schedule = data.draw(schedules(topo.n_gpus))
+    _times, end, counted = replay(PairModel(topo), schedule)
+    event(f"exclusive: {counted.exclusive}")
+    if counted.exclusive:
+        assert _nonblocking_end(topo, schedule) == pytest.approx(end, rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("gpus_per_host", [1, 4])
+@pytest.mark.parametrize("op,algorithm", [("allreduce", "ring"), ("allreduce", "tree"), ("alltoall", "pairwise"),
+                                          ("allgather", "ring"), ("broadcast", "binomial")])
+def test_the_ideal_with_and_without_the_shortcut(op, algorithm, gpus_per_host):
+    """The ideal time is the same whether the non-blocking run is skipped or not; it is skipped for a
+    rank-ordered ring (each NIC carries one connection, the others NVLink) and not where NICs are shared."""
+    from netsim.collectives.ideal import IdealModel
+    topo = make_leaf_spine(leaves=2, spines=2, hosts_per_leaf=4, gpus_per_host=gpus_per_host,
+                           nics_per_host=1)
+    gpus = list(range(topo.n_gpus))
+    fast, full = IdealModel(topo), IdealModel(topo)
+    full.shortcut = False
+    a, b = fast.ideal(op, algorithm, gpus, 3e7), full.ideal(op, algorithm, gpus, 3e7)
+    assert a.time_s == pytest.approx(b.time_s, rel=1e-12) and a.bound_s == b.bound_s
+    schedule = build_collective(op, algorithm, gpus, 3e7, gpu_host=topo.gpu_host)
+    exclusive = replay(PairModel(topo), schedule)[2].exclusive
+    assert exclusive == (algorithm == "ring")  # pairwise: each NIC carries a connection per step

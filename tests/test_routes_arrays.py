@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from netsim.engine.ideal import core_mask
 from netsim.engine.model import ConnectionTable
 from netsim.errors import ConfigError
 from netsim.routing import ROUTING, Connection, make_routing
@@ -249,6 +250,14 @@ def test_path_sets_are_the_topology_paths(fabric_name):
         union, count = np.unique(np.concatenate([np.asarray(p, dtype=np.int64) for p in paths]), return_counts=True)
         assert mlinks[mptr[i]:mptr[i + 1]].tolist() == union.tolist()
         assert counts[mptr[i]:mptr[i + 1]].tolist() == count.tolist()
+    # the same union without the switch-to-switch links a mask drops (the non-blocking core's)
+    drop = core_mask(topo)
+    dptr, dlinks, dcounts = ps.merged(drop)
+    for i in range(len(lists)):
+        kept = ~drop[mlinks[mptr[i]:mptr[i + 1]]]
+        assert dlinks[dptr[i]:dptr[i + 1]].tolist() == mlinks[mptr[i]:mptr[i + 1]][kept].tolist()
+        assert dcounts[dptr[i]:dptr[i + 1]].tolist() == counts[mptr[i]:mptr[i + 1]][kept].tolist()
+    assert drop[mlinks].any()
     overheads = [topo.message_overhead_s(int(s), int(d), bool(t)) for s, d, t in zip(src, dst, tcp)]
     assert ps.overhead_s.tolist() == overheads == topo.message_overheads_s(src, dst, tcp).tolist()
 

@@ -29,6 +29,7 @@ from netsim.engine.model import SEND as SEND_KIND
 from netsim.routing.base import Connection
 from netsim.routing.spray import Spray
 from netsim.topology import LINK_KINDS, Topology
+from netsim.topology.pathsets import ragged_arange
 
 
 def core_mask(topology: Topology) -> np.ndarray:
@@ -38,8 +39,10 @@ def core_mask(topology: Topology) -> np.ndarray:
 
 def nonblocking_fabric(env: simpy.Environment, topology: Topology, completion_tolerance_s: float = 1e-9) -> Fabric:
     """A Fabric on ``topology`` whose switching core never limits a flow (see the module docstring)."""
-    return Fabric(env, topology, Spray(topology), completion_tolerance_s=completion_tolerance_s,
-                  record_flows=False, unbounded_links=core_mask(topology), track_congestion=False)
+    spray = Spray(topology)
+    spray.unbounded = core = core_mask(topology)  # (the Fabric would drop those links from the unions)
+    return Fabric(env, topology, spray, completion_tolerance_s=completion_tolerance_s,
+                  record_flows=False, unbounded_links=core, track_congestion=False)
 
 
 class PairModel:
@@ -58,6 +61,8 @@ class PairModel:
         self._core = core_mask(topology)
         self._cache: dict[tuple[int, int, bool], tuple[float, float, tuple[int, ...]]] = {}
         self._sigs: np.ndarray | None = None
+        self._flows: dict[tuple, float] = {}
+        self._uniform: dict[tuple[int, int, bool], bool] = {}
         nic_host = {nic: h for h, (_m, _g, _b, nics) in enumerate(topology.hosts) for nic in nics}
         self.nic_host = nic_host
         # Host aggregates: every byte leaving (entering) a host crosses one of its NIC ports.
@@ -80,25 +85,47 @@ class PairModel:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        topo, lt = self.topology, self.topology.links
+        topo = self.topology
         paths = topo.paths(src, dst, tcp)
         delay = min(topo.path_latency_s(p) for p in paths) + topo.message_overhead_s(src, dst, tcp)
         edge_sets = [{lk for lk in p if not self._core[lk]} for p in paths]
         forced = tuple(sorted(set.intersection(*edge_sets))) if edge_sets else ()
-        # Max flow over the union of the equal-cost paths; parallel edge links add up, core is unbounded.
-        capacity: dict[tuple[int, int], float] = {}
-        for lk in {lk for p in paths for lk in p}:
-            uv = (int(lt.src[lk]), int(lt.dst[lk]))
-            capacity[uv] = math.inf if self._core[lk] else capacity.get(uv, 0.0) + float(lt.capacity_Bps[lk])
-        g = nx.DiGraph()
-        for (u, v), c in capacity.items():
-            g.add_edge(u, v, **({} if math.isinf(c) else {"capacity": c}))
-        for p in paths:
-            g.add_edge("s", int(lt.src[p[0]]))
-            g.add_edge(int(lt.dst[p[-1]]), "t")
-        rate = nx.maximum_flow_value(g, "s", "t") if paths and paths[0] else math.inf
+        self._uniform[key] = all(e == edge_sets[0] for e in edge_sets) and \
+            len({topo.path_latency_s(p) for p in paths}) <= 1
+        rate = self._max_flow(paths) if paths and paths[0] else math.inf
         hit = self._cache[key] = (float(rate), float(delay), forced)
         return hit
+
+    def _max_flow(self, paths: list[tuple[int, ...]]) -> float:
+        """Max flow over the union of the equal-cost ``paths``; parallel edge links add up, core is unbounded.
+
+        perf: graphs equal up to the names of their nodes have the same max flow; the nodes are
+        renamed in order of first appearance along the paths, and each such graph is solved once
+        (all leaf pairs of a leaf-spine are one graph).
+        """
+        lt = self.topology.links
+        names: dict[int, int] = {}
+        ends: set[tuple[str, int]] = set()
+        for p in paths:
+            for lk in p:
+                names.setdefault(int(lt.src[lk]), len(names))
+                names.setdefault(int(lt.dst[lk]), len(names))
+            ends.add(("s", names[int(lt.src[p[0]])]))
+            ends.add(("t", names[int(lt.dst[p[-1]])]))
+        capacity: dict[tuple[int, int], float] = {}
+        for lk in sorted({lk for p in paths for lk in p}):
+            uv = (names[int(lt.src[lk])], names[int(lt.dst[lk])])
+            capacity[uv] = math.inf if self._core[lk] else capacity.get(uv, 0.0) + float(lt.capacity_Bps[lk])
+        shape = (tuple(sorted(capacity.items())), tuple(sorted(ends)))
+        rate = self._flows.get(shape)
+        if rate is None:
+            g = nx.DiGraph()
+            for (u, v), c in capacity.items():
+                g.add_edge(u, v, **({} if math.isinf(c) else {"capacity": c}))
+            for end, node in ends:
+                g.add_edge("s", node) if end == "s" else g.add_edge(node, "t")
+            rate = self._flows[shape] = nx.maximum_flow_value(g, "s", "t")
+        return rate
 
     def _host_signatures(self) -> np.ndarray:
         """Per host, an id shared by hosts whose links (local ones and their NICs' ports) have the same
@@ -119,14 +146,7 @@ class PairModel:
         return self._sigs
 
     def prefetch(self, src: np.ndarray, dst: np.ndarray, tcp: np.ndarray) -> None:
-        """Fill the cache for the pairs ``src[i] -> dst[i]`` (``tcp[i]``) at once.
-
-        perf: pairs whose paths have the same structure (host-local path templates, the class of
-        switches between their NICs, hosts with the same links) have the same rate and delay, and
-        their forced links sit at the same positions of their first path: :meth:`pair` runs once per
-        structure (its max-flow is the cost), the rest is numpy.
-        """
-        topo = self.topology
+        """Fill :meth:`pair`'s cache for the pairs ``src[i] -> dst[i]`` (``tcp[i]``) at once (:meth:`table`)."""
         src, dst, tcp = (np.asarray(a) for a in (src, dst, tcp))
         keys = np.unique(np.column_stack([src, dst, tcp.astype(np.int64)]), axis=0)
         keys = keys[keys[:, 0] != keys[:, 1]]
@@ -134,32 +154,65 @@ class PairModel:
         if not missing:
             return
         keys = keys[missing]
-        s, d, t = keys[:, 0], keys[:, 1], keys[:, 2].astype(bool)
+        rate, delay, ptr, links, _uniform = self.table(keys[:, 0], keys[:, 1], keys[:, 2].astype(bool))
+        for i, (a, b, c) in enumerate(keys.tolist()):
+            forced = tuple(sorted(links[ptr[i]:ptr[i + 1]].tolist()))
+            self._cache[(a, b, bool(c))] = (float(rate[i]), float(delay[i]), forced)
+
+    def uniform(self, src: int, dst: int, tcp: bool = False) -> bool:
+        """Whether every path of the pair crosses the same edge links with the same latency (they differ
+        only in the core): spraying over them then gets the pair's best rate and least delay."""
+        self.pair(src, dst, tcp)
+        return self._uniform[(src, dst, tcp)]
+
+    def table(self, src: np.ndarray, dst: np.ndarray, tcp: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`pair` of every row ``src[i] -> dst[i]`` (``tcp[i]``; ``src != dst``), as arrays: rate,
+        delay, the forced links of row ``i`` as ``links[ptr[i]:ptr[i + 1]]`` (in path order), and
+        :meth:`uniform`.
+
+        perf: pairs whose paths have the same structure (host-local path templates, the class of
+        switches between their NICs, hosts with the same links) have the same rate and delay, and
+        their forced links sit at the same positions of their first path: :meth:`pair` runs once per
+        structure (its max-flow is the cost), the rest is numpy.
+        """
+        topo = self.topology
+        s, d, t = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64), np.asarray(tcp, dtype=bool)
+        n = len(s)
         ps = topo.path_sets(s, d, t)
         sig = self._host_signatures()
         shape = np.column_stack([ps.u, ps.d, ps.cls, sig[topo.gpu_host[s]], sig[topo.gpu_host[d]], t,
                                  topo.gpu_host[s] == topo.gpu_host[d]])
         _, first, group = np.unique(shape, axis=0, return_index=True, return_inverse=True)
         group = group.ravel()
-        ptr, links = ps.links(np.zeros(len(keys), dtype=np.int64))  # every pair's first path
-        lengths = np.diff(ptr)
-        rates, delays, positions = [], [], []
-        for i in first.tolist():
-            rate, delay, forced = self.pair(int(s[i]), int(d[i]), bool(t[i]))
-            path0 = links[ptr[i]:ptr[i + 1]].tolist()
-            positions.append([k for k, lk in enumerate(path0) if lk in forced])
-            rates.append(rate)
-            delays.append(delay)
-        cache = self._cache
-        for i, (a, b, c) in enumerate(zip(s.tolist(), d.tolist(), t.tolist())):
-            g = int(group[i])
-            p0 = int(ptr[i])
-            if positions[g] and positions[g][-1] >= lengths[i]:  # (not the shape of its kind: ask it alone)
-                self.pair(a, b, c)
-                continue
-            forced = tuple(sorted(int(links[p0 + k]) for k in positions[g]))
-            cache[(a, b, c)] = (rates[g], delays[g], forced)
-
+        ptr0, links0 = ps.links(np.zeros(n, dtype=np.int64))  # every pair's first path
+        rates, delays, uniform, positions = np.empty(len(first)), np.empty(len(first)), np.empty(len(first), bool), []
+        for g, i in enumerate(first.tolist()):
+            rates[g], delays[g], forced = self.pair(int(s[i]), int(d[i]), bool(t[i]))
+            uniform[g] = self._uniform[(int(s[i]), int(d[i]), bool(t[i]))]
+            positions.append([k for k, lk in enumerate(links0[ptr0[i]:ptr0[i + 1]].tolist()) if lk in forced])
+        n_pos = np.array([len(p) for p in positions], dtype=np.int64)
+        last = np.array([p[-1] if p else -1 for p in positions], dtype=np.int64)
+        pos_ptr = np.concatenate(([0], np.cumsum(n_pos)))
+        pos = np.array([k for p in positions for k in p], dtype=np.int64)
+        counts = n_pos[group]
+        odd = np.flatnonzero(last[group] >= np.diff(ptr0))  # (not the shape of its kind: ask it alone)
+        alone = {int(i): self.pair(int(s[i]), int(d[i]), bool(t[i]))[2] for i in odd.tolist()}
+        counts[odd] = [len(alone[i]) for i in odd.tolist()]
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        links = np.zeros(int(ptr[-1]), dtype=np.int64)
+        owner, k = ragged_arange(counts)
+        regular = np.ones(n, dtype=bool)
+        regular[odd] = False
+        at = regular[owner]
+        owner, k = owner[at], k[at]
+        links[ptr[owner] + k] = links0[ptr0[owner] + pos[pos_ptr[group[owner]] + k]]
+        uniform = uniform[group]
+        for i, forced in alone.items():
+            links[ptr[i]:ptr[i + 1]] = forced
+            uniform[i] = self.uniform(int(s[i]), int(d[i]), bool(t[i]))
+        return rates[group], delays[group], ptr, links, uniform
 
 
 class IdealFabric:
@@ -186,6 +239,9 @@ class IdealFabric:
         self.host_out_bytes = np.zeros(topology.n_hosts)
         self.host_in_bytes = np.zeros(topology.n_hosts)
         self.sends: defaultdict[int, int] = defaultdict(int)
+        #: Set by :func:`replay`: no two connections share an edge link and every pair's paths are uniform
+        #: (:meth:`PairModel.uniform`), so the fabric with a non-blocking core would take the same time.
+        self.exclusive = False
 
     def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
              cap_Bps: float = math.inf, event: simpy.Event | None = None, notify=None) -> simpy.Event | None:
@@ -242,9 +298,8 @@ def replay(model: PairModel, schedule, tcp: bool = False) -> tuple[np.ndarray, f
     same = src == dst
     sends = schedule.kind == SEND_KIND
     used = np.unique(schedule.conn[sends])
-    forced: dict[int, tuple[int, ...]] = {}
-    for c in used[~same[used]].tolist():
-        rate[c], delay[c], forced[c] = model.pair(int(src[c]), int(dst[c]), bool(ctcp[c]))
+    used = used[~same[used]]
+    rate[used], delay[used], fptr, flinks, uniform = model.table(src[used], dst[used], ctcp[used])
     succ_ptr, succ_idx = schedule.successors()
     times, end = replay_kernel(schedule.kind.astype(np.int64), schedule.conn.astype(np.int64),
                                 schedule.amount.astype(np.float64), np.diff(schedule.dep_ptr).astype(np.int64),
@@ -253,14 +308,19 @@ def replay(model: PairModel, schedule, tcp: bool = False) -> tuple[np.ndarray, f
     fab = IdealFabric(None, topo, model, tcp=tcp)
     remote = sends & ~same[np.maximum(schedule.conn, 0)]
     per_conn = np.bincount(schedule.conn[remote], weights=schedule.amount[remote], minlength=n_conn)
-    for c, links in forced.items():
-        for lk in links:
-            fab.forced_bytes[lk] += per_conn[c]
+    if len(flinks):
+        owner = np.repeat(used, np.diff(fptr))
+        per_link = np.bincount(flinks, weights=per_conn[owner], minlength=len(topo.links.src))
+        for lk in np.unique(flinks).tolist():
+            fab.forced_bytes[lk] = float(per_link[lk])
     hs, hd = topo.gpu_host[src], topo.gpu_host[dst]
     apart = hs != hd
     fab.host_out_bytes += np.bincount(hs[apart], weights=per_conn[apart], minlength=topo.n_hosts)
     fab.host_in_bytes += np.bincount(hd[apart], weights=per_conn[apart], minlength=topo.n_hosts)
     for g, k in zip(*np.unique(src[schedule.conn[remote]], return_counts=True)):
         fab.sends[int(g)] = int(k)
+    # Every message alone on its edge links (each carries one connection's, one after another) at
+    # its pair's best rate and delay: the non-blocking fabric would run this very timeline.
+    fab.exclusive = bool(uniform.all()) and (not len(flinks) or int(np.bincount(flinks).max()) <= 1)
     return times, end, fab
 

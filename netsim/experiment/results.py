@@ -96,9 +96,17 @@ def jobs_frame(result: RunResult) -> pd.DataFrame:
 
 def flows_frame(result: RunResult) -> pd.DataFrame:
     """One row per message (empty when the spec turned flow records off)."""
-    df = pd.DataFrame(result.fabric.flow_records, columns=FLOW_COLUMNS[1:])
+    cols = result.fabric.flow_columns()
+    df = pd.DataFrame({k: _widened(cols[k]) for k in FLOW_COLUMNS[1:]}, columns=FLOW_COLUMNS[1:])
     df.insert(0, "run_id", result.run_id)
     return df
+
+
+def _widened(values: np.ndarray) -> np.ndarray:
+    """Numbers as int64 / float64 (the engine's narrower columns widened: one schema for every run)."""
+    if values.dtype.kind in "iub":
+        return values.astype(np.int64, copy=False)
+    return values.astype(np.float64, copy=False) if values.dtype.kind == "f" else values
 
 
 def links_frame(result: RunResult) -> pd.DataFrame:

@@ -33,6 +33,8 @@ class Spray(PolicyBase):
     #: Each connection keeps the routes it got on first use until a fault (Fabric.run_ring relies on it).
     fixed = True
     decides = "connection"
+    #: Links (a mask) a fabric never limits, left out of the unions (the non-blocking core of the ideal)
+    unbounded: np.ndarray | None = None
 
     def __init__(self, topology: Topology, rng: np.random.Generator | None = None,
                  reconvergence: str | float = DEFAULT_RECONVERGENCE):
@@ -69,7 +71,7 @@ class Spray(PolicyBase):
         one = np.flatnonzero(ps.n == 1)
         many = np.flatnonzero(ps.n > 1)
         ptr1, links1 = ps.take(one).links(np.zeros(len(one), dtype=np.int64))
-        ptr2, links2, counts = ps.take(many).merged()
+        ptr2, links2, counts = ps.take(many).merged(self.unbounded)
         weights2 = repeated_sums(ps.n[many], np.diff(ptr2), counts)
         lens = np.zeros(n, dtype=np.int64)
         lens[one], lens[many] = np.diff(ptr1), np.diff(ptr2)

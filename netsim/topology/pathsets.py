@@ -453,12 +453,19 @@ class PathSets:
         ptr, links = self.take(row).links(j)
         return row, ptr, links
 
-    def merged(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def merged(self, drop: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row, the links of its paths' union, ascending, with how many paths cross each:
-        a CSR ``(ptr, links, counts)``, computed from the product structure without listing paths."""
+        a CSR ``(ptr, links, counts)``, computed from the product structure without listing paths.
+        ``drop`` (a mask over links) leaves out the switch-to-switch links it marks."""
         ix = self.index
         n = len(self)
         lu, lc, ld = ix.tm_len[self.u], ix.cm_len[self.cls], ix.tm_len[self.d]
+        entries = None
+        if drop is not None:  # keep a class's entries that are ports, or links not dropped
+            row, k = ragged_arange(lc)
+            entries = ix.cm_start[self.cls][row] + k
+            kept = (ix.cm_kind[entries] != 1) | ~drop[ix.cm_value[entries]]
+            entries, lc = entries[kept], np.bincount(row[kept], minlength=n).astype(_INT)
         ptr = np.zeros(n + 1, dtype=_INT)
         np.cumsum(lu + lc + ld, out=ptr[1:])
         link = np.empty(int(ptr[-1]), dtype=_INT)
@@ -473,7 +480,7 @@ class PathSets:
             link[dest] = ix.tm_link[at] + base[row]
             count[dest] = ix.tm_count[at] * times[row]
         row, k = ragged_arange(lc)
-        at = ix.cm_start[self.cls][row] + k
+        at = ix.cm_start[self.cls][row] + k if entries is None else entries
         dest = ptr[row] + lu[row] + k
         kind, value = ix.cm_kind[at], ix.cm_value[at]
         out = value.copy()
