@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -97,5 +98,7 @@ class IdealModel:
             run_schedule(env, fabric, schedule)
             env.run()
             time_s = env.now
+            del env, fabric
+            gc.collect()  # the fabric and its processes hold each other: free its tables before the run's own
         hit = self._cache[key] = Ideal(time_s, max(replay_s, load_s), replay_s, load_s, chain)
         return hit
