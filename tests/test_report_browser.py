@@ -1,11 +1,14 @@
-"""report.html in a real browser (issue 8): every figure renders offline, with no errors.
+"""report.html in a real browser (issues 8 and 24): every report kind renders offline, with no errors.
 
-Each case writes a small results directory with the CLI, opens its ``report.html`` from disk in
-headless Chromium (Playwright, system ``chromium``), blocks and records every request that is not
-``file:`` or ``data:``, and checks that: no console error, no uncaught page error, no network
-request; as many ``.js-plotly-plot`` divs as ``n_figures(dir)``, each with its rendered
-``.main-svg``; no remote ``<script src>`` or stylesheet in the HTML. A full-page screenshot of each
-report is saved to ``$NETSIM_ARTIFACTS`` (default ``test-artifacts/`` at the repository root).
+Each case writes a small results directory with the CLI (a collective run, a training run, several
+training jobs, a run with a fault, a sweep, and a report made ``--self-contained``), opens its
+``report.html`` from disk in headless Chromium (Playwright, system ``chromium``), blocks and records
+every request that is not ``file:`` or ``data:``, and checks that: no console error, no uncaught
+page error, no network request; as many ``.js-plotly-plot`` divs as ``n_figures(dir)``, each with
+its rendered ``.main-svg``; no remote ``<script src>`` or stylesheet in the HTML. Reports load the
+folder's one ``plotly.min.js`` by a relative ``<script src>`` (under 2 MB each), except the
+self-contained one, which inlines it. A full-page screenshot of each report is saved to
+``$NETSIM_ARTIFACTS`` (default ``test-artifacts/`` at the repository root).
 
 Without Chromium (or Playwright) the tests are skipped, unless ``NETSIM_REQUIRE_BROWSER`` is set
 (CI sets it): then they fail.
@@ -55,6 +58,9 @@ repeats: 2
 # case -> CLI arguments (before --out); "{tmp}" is the case's scratch directory.
 CASES = {
     "collective": ["run", str(EXPERIMENTS / "quickstart.yaml"), "--set", "workload.size=4MiB"],
+    "faults": ["run", str(EXPERIMENTS / "link-failure.yaml"), "--variant", "ecmp", "--set", "workload.size=32MB",
+               "--set", "workload.channels=1", "--set", "engine.ideal=false"],
+    "self-contained": ["run", str(EXPERIMENTS / "quickstart.yaml"), "--set", "workload.size=4MB", "--no-report"],
     "sweep": ["sweep", "{tmp}/sweep.yaml", "--executor", "serial"],
     "training": ["run", str(EXPERIMENTS / "holmes-hetero.yaml"), "--variant", "holmes"],
     # job-a runs two iterations so the iteration-time line plot is on the page too
@@ -133,6 +139,9 @@ def results(browser, tmp_path_factory):
             args = [a.replace("{tmp}", str(tmp)) for a in CASES[case]] + ["--out", str(out)]
             result = CliRunner().invoke(app, args)
             assert result.exit_code == 0, f"netsim {' '.join(args)} failed:\n{result.output}"
+            if case == "self-contained":
+                result = CliRunner().invoke(app, ["report", str(out), "--self-contained"])
+                assert result.exit_code == 0, result.output
             assert (out / "report.html").is_file()
             built[case] = out
         return built[case]
@@ -206,6 +215,12 @@ def test_report_renders_offline_in_chromium(case, results, browser, artifacts):
     assert expected >= 1
     shot = artifacts / f"report-{case}.png"
     shot.unlink(missing_ok=True)
+    page = (report_dir / "report.html").read_text(encoding="utf-8")
+    if case == "self-contained":
+        assert "<script src=" not in page and not (report_dir / "plotly.min.js").exists()
+    else:
+        assert "<script src='plotly.min.js'" in page and (report_dir / "plotly.min.js").is_file()
+        assert (report_dir / "report.html").stat().st_size < 2 * 2**20
     seen = open_report(browser, report_dir / "report.html", expected, screenshot=shot)
     problems = seen.problems(expected)
     assert not problems, f"{case}: report.html in Chromium:\n  " + "\n  ".join(problems)
@@ -222,6 +237,7 @@ def test_the_check_catches_a_remote_script_and_a_js_error(results, browser, tmp_
     html = html.replace("</body>", "<script>throw new Error('injected failure')</script></body>", 1)
     broken = tmp_path / "report.html"
     broken.write_text(html, encoding="utf-8")
+    shutil.copy(report_dir / "plotly.min.js", tmp_path / "plotly.min.js")
     expected = n_figures(report_dir)
     seen = open_report(browser, broken, expected)
     assert seen.remote_html == ["remote <script src>", "remote stylesheet <link>"]
@@ -230,3 +246,13 @@ def test_the_check_catches_a_remote_script_and_a_js_error(results, browser, tmp_
     assert seen.console_errors  # the aborted loads
     assert seen.n_plots == expected  # the figures themselves still render
     assert len(seen.problems(expected)) >= 5
+
+
+def test_the_check_catches_a_missing_plotly_js(results, browser, tmp_path):
+    """Negative control: the shared-plotly report copied away from its plotly.min.js renders nothing."""
+    report_dir = results("collective")
+    lonely = tmp_path / "report.html"
+    lonely.write_text((report_dir / "report.html").read_text(encoding="utf-8"), encoding="utf-8")
+    expected = n_figures(report_dir)
+    seen = open_report(browser, lonely, expected)
+    assert seen.n_rendered == 0 and seen.problems(expected)

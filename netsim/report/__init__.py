@@ -1,4 +1,4 @@
-"""Self-contained HTML dashboards built from a results directory's files (never from live objects)."""
+"""HTML dashboards built from a results directory's files (never from live objects); they open offline."""
 
 from netsim.report.dashboard import build_figures, render_report, write_report
 

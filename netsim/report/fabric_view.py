@@ -1,0 +1,121 @@
+"""The fabric on the dashboard: every switch and host for a small fabric, a tier-by-tier heatmap for a large one.
+
+A node-and-edge drawing stops being readable long before a browser chokes (a 16 x 16 leaf-spine is
+already a hairball), so above :data:`DRAW_MAX_NODES` drawing nodes or
+:data:`DRAW_MAX_CABLES` switch-to-switch cables the dashboard aggregates: the peak
+utilisation of the cables between each lower-tier switch and each upper-tier switch (leaf x spine),
+or between each pair of groups (dragonfly global links), as a heatmap whose rows and columns are
+binned to at most :data:`MAX_CELLS` per axis.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from netsim.topology.topology import LINK_KINDS, SWITCH_KINDS, Topology
+
+#: Largest fabric drawn node by node (switches + hosts, and switch-to-switch cables: 16 leaves x 16
+#: spines is already a hairball); larger ones are shown as a heatmap.
+DRAW_MAX_NODES = 150
+DRAW_MAX_CABLES = 100
+#: Most rows or columns of the heatmap; more switches (or groups) are binned into contiguous blocks.
+MAX_CELLS = 96
+
+
+def _blocks(names: list[str], limit: int) -> tuple[list[str], np.ndarray]:
+    """Labels of at most ``limit`` contiguous blocks of ``names`` and each name's block index."""
+    if len(names) <= limit:
+        return names, np.arange(len(names))
+    edges = np.linspace(0, len(names), limit + 1).astype(int)
+    index = np.searchsorted(edges, np.arange(len(names)), side="right") - 1
+    labels = [f"{names[a]}..{names[b - 1]}" for a, b in itertools.pairwise(edges)]
+    return labels, index
+
+
+def block_heatmap(topo: Topology, utilisation: np.ndarray) -> go.Figure | None:
+    """Peak utilisation of the cables between tiers: leaf x spine (up and down cables together), or
+    group x group over global cables when the switches are grouped; None when there are no such cables."""
+    nodes = topo.graph.nodes
+    links = topo.links
+    grouped = all("group" in nodes[n] for n, k in nodes(data="kind") if k in SWITCH_KINDS)
+    if grouped:
+        mask = links.kind == LINK_KINDS.index("global")
+        rows = np.array([nodes[int(s)]["group"] for s in links.src[mask]])
+        cols = np.array([nodes[int(d)]["group"] for d in links.dst[mask]])
+        what, row_title, col_title = "global cables between groups", "from group", "to group"
+    else:
+        up, down = links.kind == LINK_KINDS.index("up"), links.kind == LINK_KINDS.index("down")
+        mask = up | down
+        low = np.where(up, links.src, links.dst)[mask]
+        high = np.where(up, links.dst, links.src)[mask]
+        rows = np.array([topo.node_name(int(n)) for n in low])
+        cols = np.array([topo.node_name(int(n)) for n in high])
+        what, row_title, col_title = "leaf-spine cables, both directions", "lower tier", "upper tier"
+    if not mask.any():
+        return None
+    frame = pd.DataFrame({"row": rows, "col": cols, "util": utilisation[mask]})
+    order = {v: i for i, v in enumerate(dict.fromkeys([*rows, *cols]))}  # the fabric's own order
+    row_names = sorted(frame["row"].unique(), key=order.get)
+    col_names = sorted(frame["col"].unique(), key=order.get)
+    row_labels, row_of = _blocks([str(r) for r in row_names], MAX_CELLS)
+    col_labels, col_of = _blocks([str(c) for c in col_names], MAX_CELLS)
+    r = row_of[frame["row"].map({v: i for i, v in enumerate(row_names)}).to_numpy()]
+    c = col_of[frame["col"].map({v: i for i, v in enumerate(col_names)}).to_numpy()]
+    z = np.full((len(row_labels), len(col_labels)), np.nan)
+    np.fmax.at(z, (r, c), frame["util"].to_numpy())
+    label = (lambda v: f"group {v}") if grouped else str
+    fig = go.Figure(go.Heatmap(z=z, x=[label(v) for v in col_labels], y=[label(v) for v in row_labels],
+                               zmin=0, zmax=1, colorscale="Viridis", colorbar={"title": "peak util"},
+                               hovertemplate="%{y} → %{x}: peak %{z:.0%}<extra></extra>"))
+    fig.update_layout(title=f"{topo.name}: peak utilisation of the {what}; too large to draw node by node",
+                      xaxis={"title": col_title, "type": "category"},
+                      yaxis={"title": row_title, "type": "category", "autorange": "reversed"},
+                      height=min(300 + 14 * len(row_labels), 1100))
+    return fig
+
+
+def _switch_cables(topo: Topology) -> int:
+    """Switch pairs joined by at least one cable (what a drawing has to show as lines)."""
+    kinds = [LINK_KINDS.index(k) for k in ("up", "down", "local", "global")]
+    mask = np.isin(topo.links.kind, kinds)
+    pairs = np.sort(np.stack([topo.links.src[mask], topo.links.dst[mask]], axis=1), axis=1)
+    return len(np.unique(pairs, axis=0)) if len(pairs) else 0
+
+
+def fabric_figure(results_dir: Path, runs: pd.DataFrame, links: pd.DataFrame, manifest: dict,
+                  label: dict[str, str]) -> go.Figure | None:
+    """The fabric of the first run, by peak utilisation: drawn node by node when small, else a
+    :func:`block_heatmap`; None when the fabric cannot be rebuilt from the results."""
+    from netsim.config import parse_spec
+    from netsim.experiment.run import build_topology
+    from netsim.report.topology_drawing import topology_figure
+    spec = manifest.get("spec")
+    run_id = runs["run_id"].iloc[0]
+    info = results_dir / "runs" / run_id / "run.json"
+    if info.is_file():
+        spec = json.loads(info.read_text()).get("spec", spec)
+    if not spec:
+        return None
+    try:
+        topo = build_topology(parse_spec(spec))
+    except Exception:  # noqa: BLE001 - a drawing is optional; results from another version may not rebuild
+        return None
+    mine = links[links["run_id"] == run_id]
+    util = np.zeros(len(topo.links))
+    util[mine["link_id"].to_numpy()] = mine["peak_util"].to_numpy()
+    which = label.get(run_id, "run")
+    n_switches = sum(1 for _n, k in topo.graph.nodes(data="kind") if k in SWITCH_KINDS)
+    if topo.n_hosts + n_switches > DRAW_MAX_NODES or _switch_cables(topo) > DRAW_MAX_CABLES:
+        fig = block_heatmap(topo, util)
+        if fig is not None:
+            fig.update_layout(title=f"{fig.layout.title.text} — {which}")
+        return fig
+    fig = topology_figure(topo, utilisation=util)
+    fig.update_layout(title=f"{fig.layout.title.text} — cables by peak utilisation ({which})", height=600)
+    return fig
