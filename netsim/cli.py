@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
@@ -15,10 +16,21 @@ from rich.markup import escape
 from rich.table import Table
 
 from netsim import units
-from netsim.errors import ConfigError, NetsimError
+from netsim.errors import ConfigError, NetsimError, did_you_mean, interruption, shorten
+
+#: What main() returns, for scripts (the --help epilog; tests/test_cli_manners.py checks each one).
+EXIT_CODES = {
+    0: "success (a below-bound warning included)",
+    1: "a sweep finished but some of its runs failed (recorded in runs.parquet)",
+    2: "bad input: experiment file, option, path or results directory (one error line)",
+    70: "internal error, a bug in netsim (the traceback is saved to a file)",
+    130: "interrupted (Ctrl-C): a run writes nothing, a sweep's directory says interrupted (--resume finishes it)",
+    143: "terminated (SIGTERM), as for Ctrl-C",
+}
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Flow-level simulator of AI/HPC cluster networks.")
+                  help="Flow-level simulator of AI/HPC cluster networks.",
+                  epilog="Exit status: " + "; ".join(f"{code} {what}" for code, what in EXIT_CODES.items()) + ".")
 err = Console(stderr=True)
 
 
@@ -32,6 +44,33 @@ SetOption = Annotated[Optional[list[str]], typer.Option(
 
 VariantOption = Annotated[Optional[list[str]], typer.Option(
     "--variant", help="Run only this variant of the file (repeatable).")]
+
+
+def version() -> str:
+    """The installed version of netsim: the metadata of whichever distribution ships the ``netsim``
+    package (its name in pyproject.toml may change), else ``netsim.__version__`` (a source tree)."""
+    from importlib import metadata
+
+    import netsim
+    for dist in dict.fromkeys(metadata.packages_distributions().get("netsim", [])):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return getattr(netsim, "__version__", "unknown")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"netsim {version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global(version_: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True, help="Print the installed version and exit.")] = False
+            ) -> None:
+    """Flow-level simulator of AI/HPC cluster networks."""
 
 
 def _fail(exc: NetsimError) -> None:
@@ -145,6 +184,10 @@ def _preflight(spec, max_memory: float | None):
     return check(spec, max_memory)
 
 
+QuietOption = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="No progress bar and no summary: only warnings and errors (the exit status tells the rest).")]
+
+
 ForceOption = Annotated[bool, typer.Option(
     "--force", help="Replace the netsim results already in the output directory (files you added there are kept).")]
 
@@ -154,7 +197,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
         out_dir: Annotated[Optional[Path], typer.Option("--out", help="Results directory (default results/NAME).")] = None,
         set_: SetOption = None, variant: VariantOption = None,
         report: Annotated[bool, typer.Option(help="Write report.html into the results directory.")] = True,
-        force: ForceOption = False, max_memory: MaxMemoryOption = None) -> None:
+        force: ForceOption = False, max_memory: MaxMemoryOption = None, quiet: QuietOption = False) -> None:
     """Run an experiment and write its results directory (Parquet tables, manifest, report).
 
     A file with variants, a sweep, seeds or repeats runs all its runs, one after another, as
@@ -167,7 +210,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
     except ConfigError as exc:
         _fail(locate(exc, experiment))
     if exp.is_sweep:
-        _sweep(exp, experiment, out_dir, "serial", 1, None, False, report, variant, force, max_memory)
+        _sweep(exp, experiment, out_dir, "serial", 1, None, False, report, variant, force, max_memory, quiet)
         return
     if variant:
         _fail(NetsimError(f"{experiment} has no variants; --variant goes with a file that has variants:"))
@@ -175,17 +218,23 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
     try:
         limit = _max_memory(max_memory)
         spec = load_spec(experiment, set_ or [])
-        _preflight(spec, limit)  # nothing is built before it
+        estimate = _preflight(spec, limit)  # nothing is built before it
         target = out_dir or Path("results") / spec.name
         claim(target, "run", force=force, option="--out" if out_dir else None)  # before the simulation: nobody waits a minute to hear it
         _warm_engine()
-        result = run_experiment(spec)
+        from netsim.progress import RunProgress
+        with RunProgress(err, estimate.calls, show=err.is_terminal and not quiet) as progress:
+            result = run_experiment(spec, on_start=progress.attach)
     except ConfigError as exc:
         _fail(locate(exc, experiment))
     except NetsimError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:
         _interrupted("no results were written", exc)
+    except Exception as exc:
+        if interruption(exc) is None:
+            raise
+        _interrupted("no results were written", interruption(exc))
     finish = None
     if report:
         from netsim.report import write_report
@@ -198,6 +247,8 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
         _fail(exc)
     except KeyboardInterrupt as exc:
         _interrupted("no results were written", exc)
+    if quiet:
+        return
     _print_summary(read_results(target), spec.name)
     _out().print(f"results: {target}" + (f"  report: {target / 'report.html'}" if report else ""), highlight=False)
 
@@ -205,7 +256,9 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
 @app.command()
 def sweep(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file (variants:, sweep:, seeds:/repeats:).")],
           param: Annotated[Optional[list[str]], typer.Option(
-              "--param", help="Add or replace a grid axis: --param topology.spines=4,8,16 (repeatable).")] = None,
+              "--param", help="Add or replace a grid axis with a YAML value: a list sweeps its items "
+              "(--param topology.spines=[4,8,16]), anything else is one value, commas included "
+              "(--param routing='{type: split, ways: 4}'); repeatable.")] = None,
           workers: Annotated[int, typer.Option(help="Runs at a time (local processes or Dask workers).")] = 1,
           executor: Annotated[str, typer.Option(help="local (processes), dask, or serial (this process).")] = "local",
           scheduler: Annotated[Optional[str], typer.Option(
@@ -214,7 +267,7 @@ def sweep(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file 
           resume: Annotated[bool, typer.Option(help="Keep the runs already in --out and run only the rest.")] = False,
           set_: SetOption = None, variant: VariantOption = None,
           report: Annotated[bool, typer.Option(help="Write report.html into the results directory.")] = True,
-          force: ForceOption = False, max_memory: MaxMemoryOption = None) -> None:
+          force: ForceOption = False, max_memory: MaxMemoryOption = None, quiet: QuietOption = False) -> None:
     """Run every variant x grid point x seed of an experiment; failed runs are recorded and the rest go on.
 
     Exit status: 0 when every run succeeded, 1 when some failed, 2 for bad input.
@@ -232,13 +285,26 @@ def sweep(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file 
         exp = load_experiment(experiment, set_ or [], param or [])
     except ConfigError as exc:
         _fail(locate(exc, experiment))
-    _sweep(exp, experiment, out_dir, executor, workers, scheduler, resume, report, variant, force, max_memory)
+    _comma_notes(param or [])
+    _sweep(exp, experiment, out_dir, executor, workers, scheduler, resume, report, variant, force, max_memory, quiet)
+
+
+def _comma_notes(params: list[str]) -> None:
+    """A note for each ``--param`` written as before issue 24 (``k=2,4``): it is now one text value."""
+    from netsim.config import parse_param
+    for item in params:
+        key, values = parse_param(item)
+        if len(values) == 1 and isinstance(values[0], str) and "," in values[0]:
+            example = values[0] if len(values[0]) <= 60 else "V1,V2"
+            err.print(f"note: --param {key} is one value, {shorten(values[0])}; to sweep several, give a YAML "
+                      f"list: --param {key}=[{example}]", highlight=False, markup=False, soft_wrap=True)
 
 
 def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: int, scheduler: str | None,
            resume: bool, report: bool, variants: list[str] | None = None, force: bool = False,
-           max_memory: str | None = None) -> None:
-    """Expand, run with a progress bar, write results and the summary; exit 1 when a run failed."""
+           max_memory: str | None = None, quiet: bool = False) -> None:
+    """Expand, run with a progress bar (on a terminal, without ``quiet``), write results and the summary;
+    exit 1 when a run failed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
         TimeRemainingColumn
 
@@ -257,7 +323,7 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
             unknown = [v for v in variants if v not in names]
             if unknown:
                 raise NetsimError(f"no variant {', '.join(map(repr, unknown))} in {experiment}; its variants: "
-                                  f"{', '.join(names) or '(none)'}")
+                                  f"{', '.join(names) or '(none)'}{did_you_mean(unknown[0], names)}")
             planned = [r for r in planned if r.variant in variants]
         if executor == "local" and workers > 1:
             workers = _workers_that_fit(workers, [n for r, n in zip(planned, needs) if not variants
@@ -273,7 +339,8 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
                TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(), TextColumn("ETA"),
                TimeRemainingColumn())
     # no refresh thread: local workers can then be forked (see LocalExecutor); it redraws per finished run
-    with Progress(*columns, console=err, transient=False, auto_refresh=False) as progress:
+    with Progress(*columns, console=err, transient=False, auto_refresh=False,
+                  disable=quiet or not err.is_terminal) as progress:
         task = progress.add_task(f"{exp.name}: {len(planned)} runs", total=len(planned), failed=0)
 
         def done(run, outcome) -> None:
@@ -307,10 +374,12 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
             add_files(target, ["report.html"])
         except NetsimError as exc:
             _fail(exc)
-    _print_results(target)
     c = result.manifest["counts"]
-    _out().print(f"{c['ok']} ok, {c['failed']} failed, {result.skipped} already done (--resume); results: {target}"
-                 + (f"  report: {target / 'report.html'}" if report and c["ok"] else ""), highlight=False)
+    if not quiet:
+        _print_results(target)
+        _out().print(f"{c['ok']} ok, {c['failed']} failed, {result.skipped} already done (--resume); results: "
+                     f"{target}" + (f"  report: {target / 'report.html'}" if report and c["ok"] else ""),
+                     highlight=False)
     if c["failed"]:
         raise typer.Exit(1)
 
@@ -381,22 +450,24 @@ def _interrupted(left: str, exc: BaseException | None = None) -> None:
 
 def _run_label(run) -> str:
     parts = [f"variant {run.variant}"] if run.variant else []
-    parts += [f"{k}={v}" for k, v in run.params.items()]
+    parts += [f"{k}={v if len(str(v)) <= 60 else shorten(v)}" for k, v in run.params.items()]
     return ", ".join(parts) or "base"
 
 
 @app.command()
 def report(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep).")],
            out: Annotated[Optional[Path], typer.Option("--out", help="HTML file to write (default DIR/report.html).")]
-           = None, force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False
+           = None, force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
+           self_contained: Annotated[bool, typer.Option(
+               "--self-contained", help="Inline plotly.js (4.5 MB) instead of sharing DIR/plotly.min.js.")] = False
            ) -> None:
-    """Write the self-contained HTML dashboard of a results directory (it opens offline)."""
-    from netsim.experiment.outdir import add_files, write_file_atomically
-    from netsim.report import render_report
+    """Write the HTML dashboard of a results directory (it opens offline; it loads the folder's one
+    plotly.min.js, or inlines plotly.js with --self-contained or when --out is outside DIR)."""
+    from netsim.experiment.outdir import add_files
+    from netsim.report import write_report
     try:
         _check_results_dir(directory)
-        page = render_report(directory)
-        target = write_file_atomically(out or directory / "report.html", page, force=force)
+        target = write_report(directory, out, force=force, self_contained=self_contained)
         if out is None:
             add_files(directory, ["report.html"])
     except NetsimError as exc:
@@ -468,6 +539,60 @@ def _print_results(directory: Path, metrics: list[str] | None = None):
     return table
 
 
+@app.command()
+def show(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep).")]) -> None:
+    """Describe a results directory: what was run, its state, variants and axes, headline metrics, report."""
+    from netsim.experiment.overview import overview
+    try:
+        o = overview(directory)
+    except NetsimError as exc:
+        _fail(exc)
+    out = _out()
+
+    def say(text: str) -> None:  # paths and names are the user's: no rich markup in them
+        out.print(text, highlight=False, markup=False)
+
+    c = o.counts
+    state = o.status if o.kind == "run" else (f"{o.status}: {c.get('ok', 0)} of {c.get('planned', '?')} runs ok"
+                                              + (f", {c['failed']} failed" if c.get("failed") else ""))
+    say(f"{directory}: {o.kind} {o.name!r} ({state})")
+    say(f"  written by netsim {o.version} on {o.created}" + (f" from {o.experiment}" if o.experiment else ""))
+    say(f"  ran: {o.what}")
+    if o.kind == "sweep":
+        say(f"  runs: {c.get('planned', '?')} planned, {c.get('ok', 0)} ok, {c.get('failed', 0)} failed, "
+            f"{c.get('missing', 0)} missing")
+        say(f"  variants: {', '.join(o.variants) or '(none)'}; swept: {', '.join(o.axes) or '(nothing)'}")
+    if o.table is not None and len(o.table):
+        titles = o.titles()
+        table = Table(title="headline metrics (mean ± 95% interval over seeds)", title_justify="left")
+        for col in [*o.keys, "runs", *o.metrics]:
+            table.add_column(titles.get(col, col), justify="left" if col in o.keys else "right")
+        for _, row in o.table.iterrows():
+            cells = [str(row[k]) for k in o.keys]
+            cells.append(f"{row['runs']}" + (f" ({row['failed']} failed)" if row["failed"] else ""))
+            for m in o.metrics:
+                half = row[f"{m}_ci95"]
+                cells.append(_format_metric(m, row[m]) + ("" if math.isnan(half) else f" ± {_format_metric(m, half)}"))
+            table.add_row(*(escape(cell) for cell in cells))
+        out.print(table)
+    for failure in o.failures:
+        say(f"  failed: {failure}")
+    say(f"  report: {o.report}" if o.report else f"  report: none (netsim report {directory} writes it)")
+    if o.kind == "sweep" and not o.finished:
+        say(f"  to finish it: netsim sweep {o.experiment or 'EXPERIMENT'} --out {directory} --resume")
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of an experiment file (for editors: completion and key checks).
+
+    The same schema ships as netsim/schema/experiment.schema.json; with the YAML extension of VS Code,
+    a first line ``# yaml-language-server: $schema=PATH`` in an experiment file uses it.
+    """
+    from netsim.schema import schema_text
+    typer.echo(schema_text(), nl=False)
+
+
 LISTS = ("topologies", "routing", "placement", "algorithms", "metrics")
 
 
@@ -477,7 +602,7 @@ def list_(what: Annotated[Optional[str], typer.Argument(
     """What an experiment file can name: topology types, routing and placement policies, collective
     algorithms, and the metrics of runs.parquet (from the registries the runner reads)."""
     if what is not None and what not in LISTS:
-        _fail(NetsimError(f"cannot list {what!r}; valid: {', '.join(LISTS)}"))
+        _fail(NetsimError(f"cannot list {what!r}; valid: {', '.join(LISTS)}{did_you_mean(what, LISTS)}"))
     out = _out()
     for name, rows in _listings().items():
         if what in (None, name):
@@ -666,7 +791,9 @@ def main() -> None:
         err.print("error: out of memory; make the run smaller", highlight=False)
         code = 2
     except Exception as exc:
-        if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):  # usage errors (click's)
+        if interruption(exc) is not None:  # Ctrl-C met inside a compiled kernel
+            code = _stopped_by(signal.SIGTERM if isinstance(interruption(exc), Terminated) else signal.SIGINT)
+        elif hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):  # usage errors (click's)
             exc.show()
             code = exc.exit_code
         elif isinstance(exc, typer.Abort):

@@ -24,7 +24,7 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.reader import ReaderError
 from yaml.resolver import Resolver
 
-from netsim.errors import ConfigError, shorten
+from netsim.errors import ConfigError, did_you_mean, shorten
 from netsim.fabrics import FABRICS, topology_spec_type
 from netsim.fabrics.dragonfly import CableSpec, DragonflySpec, FrontierSpec  # noqa: F401  (re-exported)
 from netsim.fabrics.leaf_spine import LeafSpineSpec  # noqa: F401  (re-exported)
@@ -188,7 +188,8 @@ class GPUSpec(_Spec):
     def _known(cls, v: str) -> str:
         from netsim.workload.training import GPU_PROFILES
         if v not in GPU_PROFILES:
-            raise ValueError(f"unknown GPU profile {shorten(v)}; built-in: {', '.join(GPU_PROFILES)}")
+            raise ValueError(f"unknown GPU profile {shorten(v)}; built-in: {', '.join(GPU_PROFILES)}"
+                             f"{did_you_mean(v, GPU_PROFILES)}")
         return v
 
 
@@ -480,14 +481,16 @@ def _clean_loc(loc: tuple) -> tuple:
 def _message(err: dict, model_fields: dict | None) -> str:
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
-        allowed = f"; allowed keys: {', '.join(model_fields)}" if model_fields else ""
-        return f"unknown key{allowed}"
+        names = [*(model_fields or ()), *(SWEEP_KEYS if len(err["loc"]) == 1 else ())]  # a file's top level
+        allowed = f"; allowed keys: {', '.join(names)}" if names else ""
+        return f"unknown key{allowed}{did_you_mean(err['loc'][-1], names)}"
     if kind == "missing":
         return "required key is missing"
     if kind == "union_tag_invalid":
         ctx = err.get("ctx") or {}
         valid = ctx.get("expected_tags", "").replace(chr(39), "")
-        return f"unknown type {shorten(ctx.get('tag'))}; valid: {valid}"
+        hint = did_you_mean(ctx.get("tag"), valid.split(", "))
+        return f"unknown type {shorten(ctx.get('tag'))}; valid: {valid}{hint}"
     for prefix in ("Value error, ", "Assertion failed, "):
         msg = msg.removeprefix(prefix)
     if err.get("input") is not None and kind not in ("value_error",) and not isinstance(err["input"], dict):
@@ -546,7 +549,7 @@ def parse_spec(data: Any, *, file: str | None = None, root: yaml.Node | None = N
         return ExperimentSpec.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
-        err = errors[0]
+        err = _first_error(errors)
         loc = _clean_loc(err["loc"])
         path = ".".join(str(p) for p in loc) + (".type" if err["type"] == "union_tag_invalid" else "")
         message = _message(err, _fields_at(err["loc"]) if err["type"] == "extra_forbidden" else None)
@@ -568,6 +571,13 @@ def parse_spec(data: Any, *, file: str | None = None, root: yaml.Node | None = N
         source = _source(exc.path, overridden)
         raise ConfigError(exc.message + (f" (value from {source})" if source else ""), exc.path, file,
                           line) from None
+
+
+def _first_error(errors: list[dict]) -> dict:
+    """The validation error to report: pydantic's first, except that an unknown key beside a missing
+    one (``spine:`` for ``spines:``) is reported, since the typo explains both (with a did-you-mean)."""
+    missing = {e["loc"][:-1] for e in errors if e["type"] == "missing"}
+    return next((e for e in errors if e["type"] == "extra_forbidden" and e["loc"][:-1] in missing), errors[0])
 
 
 def _source(path: str, overridden: frozenset[str] | dict[str, str]) -> str:
@@ -634,6 +644,28 @@ def parse_assignment(item: str, option: str) -> tuple[str, Any]:
         raise ConfigError(f"{option} expects KEY=VALUE with a dotted key (workload.size=1GiB), "
                           f"got {shorten(item)}")
     return key, _option_value(raw, f"{option} {key if len(key) <= 60 else shorten(key)}")
+
+
+def parse_param(item: str) -> tuple[str, list]:
+    """``--param KEY=VALUE`` -> (dotted key, the values to sweep); ConfigError naming ``--param`` otherwise.
+
+    VALUE is YAML: a list is the values to sweep, anything else one value. A comma never splits a
+    value (``routing={type: split, ways: 4}`` is one mapping, ``name=a,b`` one string); a key whose
+    own value is a list is swept over a list of lists (``[[1, 2], [3]]``).
+
+    Examples
+    --------
+    >>> parse_param("topology.spines=[2, 4]")
+    ('topology.spines', [2, 4])
+    >>> parse_param("routing={type: split, ways: 4}")
+    ('routing', [{'type': 'split', 'ways': 4}])
+    """
+    key, value = parse_assignment(item, "--param")
+    values = value if isinstance(value, list) else [] if value == "" else [value]
+    if not values:
+        raise ConfigError(f"--param {key} needs at least one value: --param {key}=VALUE, or a YAML list of "
+                          f"values to sweep: --param {key}=[V1,V2]")
+    return key, values
 
 
 def _option_value(raw: str, option: str) -> Any:
@@ -1108,7 +1140,8 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None,
     """Read an experiment file that may hold ``variants``, ``sweep``, ``seeds`` or ``repeats``.
 
     ``overrides`` (``--set KEY=V``) apply to every run, after the variant and the sweep point.
-    ``params`` (``--param KEY=V1,V2,...``) add a grid axis or replace the file's axis of that key.
+    ``params`` (``--param KEY=VALUE``, see :func:`parse_param`) add a grid axis or replace the file's
+    axis of that key.
     The structure is checked here (ConfigError with file and line); each run's spec is validated
     when the sweep is expanded.
     """
@@ -1159,12 +1192,7 @@ def load_experiment(path: str | Path, overrides: list[str] | None = None,
         else:
             axes[(str(key),)] = [(v,) for v in _axis_values(value, f"sweep.{key}", path, root)]
     for item in params or []:
-        key, _ = parse_assignment(item, "--param")
-        raw_values = item.partition("=")[2]
-        values = [_option_value(v, f"--param {key}") for v in raw_values.split(",")] if raw_values.strip() \
-            else []
-        if not values:
-            raise ConfigError(f"--param {key} needs at least one value: --param {key}=V1,V2,...")
+        key, values = parse_param(item)
         group = next((ks for ks in axes if key in ks), None)
         if group is not None and len(group) > 1:  # a zipped key: replace its column, keep the pairing
             if len(values) != len(axes[group]):

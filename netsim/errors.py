@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 #: Characters of a user's value that a message keeps (the rest is elided, with a count).
 SHOWN_CHARS = 60
 #: Longest text a :class:`ConfigError` formats to, file and path included: a last guard, since a
@@ -41,10 +44,44 @@ def shorten(value: object, limit: int = SHOWN_CHARS) -> str:
     return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
 
 
+def did_you_mean(name: object, choices: Iterable[str]) -> str:
+    """``"; did you mean 'spines'?"`` when one of ``choices`` is close to ``name``, else ``""``: the
+    tail of an "unknown name" message, after the list of valid names.
+
+    Examples
+    --------
+    >>> did_you_mean("ecmpp", ["ecmp", "spray", "c4p"])
+    "; did you mean 'ecmp'?"
+    >>> did_you_mean("zzz", ["ecmp", "spray"])
+    ''
+    """
+    if not isinstance(name, str) or len(name) > SHOWN_CHARS:
+        return ""
+    by_lower = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
+
+
 def _digits(n: int) -> int:
     """Decimal digits of a positive integer too long for ``str`` (Python refuses past 4,300 digits)."""
     estimate = int(n.bit_length() * 0.30102999566398120)  # log10(2)
     return estimate + 1 if n >= 10**estimate else estimate
+
+
+def interruption(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C (a ``KeyboardInterrupt``) behind ``exc``, if any: itself or in its causes.
+
+    CORRECTNESS: a signal handler that raises can fire while a numba-compiled kernel is being
+    called; CPython then reports ``SystemError: ... returned a result with an exception set`` caused
+    by the KeyboardInterrupt. Such an error is an interruption, not a failed run nor a bug.
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 class NetsimError(Exception):

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from netsim.errors import ConfigError
+from netsim.errors import ConfigError, did_you_mean
 
 T = TypeVar("T")
 
@@ -51,7 +51,8 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
-            raise ConfigError(f"unknown {self.axis} {name!r}; valid: {', '.join(self.names())}", path) from None
+            raise ConfigError(f"unknown {self.axis} {name!r}; valid: {', '.join(self.names())}"
+                              f"{did_you_mean(name, self.names())}", path) from None
 
     def option_names(self, name: str, skip: int = 0) -> list[str]:
         """Keyword options the factory accepts (after its first ``skip`` positional parameters)."""
@@ -64,7 +65,8 @@ class Registry(Generic[T]):
         for key in options:
             if key not in allowed:
                 raise ConfigError(f"unknown option {key!r} for {self.axis} {name!r}; allowed: "
-                                  f"{', '.join(allowed) or '(none)'}", f"{path}.{key}" if path else key)
+                                  f"{', '.join(allowed) or '(none)'}{did_you_mean(key, allowed)}",
+                                  f"{path}.{key}" if path else key)
 
     def create(self, name: str, options: dict[str, Any] | None = None, *args: Any, path: str = "") -> T:
         """Instantiate ``name`` with positional ``args`` and keyword ``options``."""

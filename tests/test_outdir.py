@@ -245,7 +245,7 @@ def test_a_real_full_disk_and_a_read_only_file_system(sandbox, mounts):
     assert result.exit_code == 2 and "no space left" in result.output, result.output
     assert list(tiny.iterdir()) == []
     ro = mounts("ro", "ro,size=1m")
-    for command in (["run", str(path)], ["sweep", str(path), "--param", "seed=1,2"]):
+    for command in (["run", str(path)], ["sweep", str(path), "--param", "seed=[1,2]"]):
         result = runner.invoke(app, [*command, "--out", str(ro / "res")])
         assert result.exit_code == 2 and "read-only" in result.output, result.output
 

@@ -185,7 +185,7 @@ def test_param_adds_an_axis_and_replaces_an_existing_one(tmp_path):
                                               "topology.uplink.bandwidth": ["100Gbps", "200Gbps"]}})
     assert len(expand(load_experiment(path))) == 4
     # a new key: one more axis
-    exp = load_experiment(path, params=["workload.iterations=1,2,3"])
+    exp = load_experiment(path, params=["workload.iterations=[1,2,3]"])
     assert [keys for keys, _ in exp.axes][-1] == ("workload.iterations",)
     runs = expand(exp)
     assert len(runs) == 4 * 3 and {r.spec.workload.iterations for r in runs} == {1, 2, 3}
@@ -194,7 +194,7 @@ def test_param_adds_an_axis_and_replaces_an_existing_one(tmp_path):
     assert len(runs) == 2 and {r.spec.workload.size for r in runs} == {4 * 2**20}
     assert {r.params["workload.size"] for r in runs} == {"4MiB"}
     # a key inside a zip group: its column is replaced and the pairing kept (same number of values) ...
-    exp = load_experiment(path, params=["workload.channels=4,8"])
+    exp = load_experiment(path, params=["workload.channels=[4, 8]"])
     assert [keys for keys, _ in exp.axes] == [("workload.size",), ("workload.channels", "topology.uplink.bandwidth")]
     runs = expand(exp)
     assert len(runs) == 2 * 2
@@ -203,17 +203,17 @@ def test_param_adds_an_axis_and_replaces_an_existing_one(tmp_path):
     assert all(isinstance(r.params["workload.channels"], int) for r in runs)
     # ... and another number of values would break the pairing: refused, naming the partner key
     with pytest.raises(ConfigError, match="zips it with topology.uplink.bandwidth"):
-        load_experiment(path, params=["workload.channels=1,2,4"])
+        load_experiment(path, params=["workload.channels=[1,2,4]"])
     # a file without any sweep becomes one with --param
     plain = write_exp(tmp_path, "plain.yaml")
     assert not load_experiment(plain).is_sweep
-    exp = load_experiment(plain, params=["topology.spines=2,4"])
+    exp = load_experiment(plain, params=["topology.spines=[2,4]"])
     assert exp.is_sweep and [r.spec.topology.spines for r in expand(exp)] == [2, 4]
 
 
 def test_param_and_set_syntax_errors_are_config_errors(tmp_path):
     path = write_exp(tmp_path, sweep={"workload.size": ["1MiB"]})
-    for params in (["workload.size"], ["=1,2"], ["workload.size="]):
+    for params in (["workload.size"], ["=1,2"], ["workload.size="], ["workload.size=[]"]):
         with pytest.raises(ConfigError, match="--param"):
             load_experiment(path, params=params)
 
@@ -273,7 +273,7 @@ def test_run_ids_are_stable_and_follow_every_resolved_value(tmp_path):
     assert len(set(ids)) == len(ids) == 8
     assert all(r.run_id == spec_hash(r.spec) for r in first)
     # the same resolved spec spelled differently is the same run
-    same = expand(load_experiment(path, params=["workload.size=1048576,2097152"]))
+    same = expand(load_experiment(path, params=["workload.size=[1048576, 2097152]"]))
     assert [r.run_id for r in same] == ids
     # any resolved value, anywhere, changes every id it touches
     for override in ("topology.nic.latency=2us", "workload.iterations=2", "engine.completion_tolerance=2ns",
@@ -370,7 +370,7 @@ def test_a_swept_key_that_is_not_a_spec_key_is_a_structural_error(tmp_path, swee
     assert "not a key of the experiment spec" in e.message and "spines" in e.message
     # the same through --param, and in the CLI (exit 2, file:line: in the message)
     with pytest.raises(ConfigError, match="topology.spine"):
-        expand(load_experiment(write_exp(tmp_path, "p.yaml"), params=["topology.spine=2,4"]))
+        expand(load_experiment(write_exp(tmp_path, "p.yaml"), params=["topology.spine=[2,4]"]))
     result = invoke("sweep", path, "--out", tmp_path / "out", "--executor", "serial", "--no-report")
     assert result.exit_code == 2 and f"{path}:" in result.output and "topology.spine" in result.output
     assert not (tmp_path / "out").exists()

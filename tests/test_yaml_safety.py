@@ -306,7 +306,7 @@ def test_set_and_param_values_go_through_the_same_limits(tmp_path):
         assert info.value.message.startswith("--set workload.size: ") and words in info.value.message
     exp = write(tmp_path, yaml.safe_dump(small_spec()))
     with pytest.raises(ConfigError) as info:
-        load_experiment(exp, params=["workload.size=1MiB,&a [*a]"])
+        load_experiment(exp, params=["workload.size=[1MiB, &a [*a]]"])
     assert info.value.message.startswith("--param workload.size: recursive alias")
 
 

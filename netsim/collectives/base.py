@@ -47,7 +47,7 @@ import simpy
 
 from netsim.engine.model import Deps, Schedule, ScheduleBuilder
 from netsim.engine.reference import run_schedule
-from netsim.errors import ConfigError
+from netsim.errors import ConfigError, did_you_mean
 from netsim.registry import Registry
 
 
@@ -89,11 +89,12 @@ def register_algorithm(name: str, op: str):
 def get_algorithm(op: str, name: str, path: str = "workload") -> Builder:
     """The builder implementing ``op`` with algorithm ``name``; ConfigError listing valid choices."""
     if op not in BUSBW_FACTOR:
-        raise ConfigError(f"unknown collective op {op!r}; valid: {', '.join(BUSBW_FACTOR)}", f"{path}.op")
+        raise ConfigError(f"unknown collective op {op!r}; valid: {', '.join(BUSBW_FACTOR)}"
+                          f"{did_you_mean(op, BUSBW_FACTOR)}", f"{path}.op")
     valid = sorted(a for a, ops in ALGORITHM_OPS.items() if op in ops)
     if name not in valid:
-        raise ConfigError(f"unknown algorithm {name!r} for op {op!r}; valid: {', '.join(valid) or '(none yet)'}",
-                          f"{path}.algorithm")
+        raise ConfigError(f"unknown algorithm {name!r} for op {op!r}; valid: {', '.join(valid) or '(none yet)'}"
+                          f"{did_you_mean(name, valid)}", f"{path}.algorithm")
     return ALGORITHMS.get(f"{op}/{name}")
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from netsim.engine.ideal import core_mask
-from netsim.errors import NetsimError
+from netsim.errors import NetsimError, did_you_mean
 from netsim.topology import LINK_KINDS
 
 Kind = Literal["time", "bandwidth", "ratio", "count"]
@@ -74,7 +74,8 @@ class MetricRegistry:
         try:
             return self._items[name]
         except KeyError:
-            raise NetsimError(f"unknown metric {name!r}; valid: {', '.join(self._items)}") from None
+            raise NetsimError(f"unknown metric {name!r}; valid: {', '.join(self._items)}"
+                              f"{did_you_mean(name, self._items)}") from None
 
     def names(self) -> list[str]:
         return list(self._items)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -128,8 +129,13 @@ def _job_process(env: Environment, fabric: Fabric, job: JobPlan, records: list, 
 
 
 def simulate(spec: ExperimentSpec, topology: Topology, jobs: list[JobPlan], routing_rng: np.random.Generator,
-             *, faults: bool = True, ideal: bool | None = None) -> tuple[Environment, Fabric, list, list]:
+             *, faults: bool = True, ideal: bool | None = None,
+             on_start: Callable[[Environment, list], None] | None = None) -> tuple[Environment, Fabric, list, list]:
     """Run the jobs on a fresh SimPy environment until nothing is left to do.
+
+    ``on_start(env, records)``, when given, is called once before the simulation starts, with the
+    list the finished collective calls are appended to (a progress display reads both).
+    CORRECTNESS: it must only read them, from any thread; it must not schedule events.
 
     Returns ``(env, fabric, collective records, iteration records)``.
     """
@@ -147,6 +153,8 @@ def simulate(spec: ExperimentSpec, topology: Topology, jobs: list[JobPlan], rout
     fault_list = resolve_faults(spec.faults, topology) if faults else []
     if fault_list:
         env.process(fault_process(env, fabric, fault_list))
+    if on_start is not None:
+        on_start(env, records)
     try:
         env.run(until=work)  # faults scheduled after the work has ended do not stretch the run
     except RuntimeError:
@@ -250,8 +258,11 @@ def prepare(spec: ExperimentSpec) -> tuple[Topology, np.ndarray]:
     return topology, np.concatenate([j.gpus for j in jobs])
 
 
-def run_experiment(spec: ExperimentSpec) -> RunResult:
+def run_experiment(spec: ExperimentSpec, *,
+                   on_start: Callable[[Environment, list], None] | None = None) -> RunResult:
     """Build, place, simulate, collect: the whole pipeline for one spec.
+
+    ``on_start`` is handed to :func:`simulate` (a progress display); it changes nothing in the run.
 
     Randomness: the run seed feeds a ``SeedSequence`` spawning independent generators for
     placement and routing, so a change in one never shifts the other's draws.
@@ -268,7 +279,7 @@ def run_experiment(spec: ExperimentSpec) -> RunResult:
     jobs = place_jobs(spec, topology, placement_rng)
     if any(j.kind == "training" for j in jobs):
         choose_partitions(spec, topology, jobs)
-    env, fabric, records, iterations = simulate(spec, topology, jobs, routing_rng)
+    env, fabric, records, iterations = simulate(spec, topology, jobs, routing_rng, on_start=on_start)
     return RunResult(spec=spec, run_id=spec_hash(spec), topology=topology,
                      gpus=np.concatenate([j.gpus for j in jobs]), fabric=fabric, collectives=records,
                      sim_time_s=env.now, wall_s=time.perf_counter() - t0, events=env.events_processed, jobs=jobs,

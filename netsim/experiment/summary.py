@@ -61,8 +61,9 @@ def summarize(out_dir: str | Path, metrics: list[str] | None = None) -> tuple[pd
         missing = [m for m in metrics if m not in runs.columns]
         if missing:
             numeric = sorted(c for c in runs.columns if pd.api.types.is_numeric_dtype(runs[c]))
-            from netsim.errors import NetsimError
-            raise NetsimError(f"unknown metric {', '.join(missing)}; runs.parquet has: {', '.join(numeric)}")
+            from netsim.errors import NetsimError, did_you_mean
+            raise NetsimError(f"unknown metric {', '.join(missing)}; runs.parquet has: {', '.join(numeric)}"
+                              f"{did_you_mean(missing[0], numeric)}")
     rows = []
     grouped = runs.groupby(keys, sort=False, dropna=False) if keys else [((), runs)]
     for key, g in grouped:

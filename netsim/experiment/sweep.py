@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 import netsim
 from netsim.config import (ExperimentFile, ExperimentSpec, _deep_merge, _resolve_files, parse_assignment, parse_spec,
                            set_dotted)
-from netsim.errors import ConfigError, NetsimError
+from netsim.errors import ConfigError, NetsimError, interruption, shorten
 from netsim.experiment.executors import Lost
 from netsim.experiment.outdir import (MANIFEST, claim, json_text, os_error, owned_files, remove_owned,
                                      write_manifest)
@@ -96,7 +96,7 @@ def expand(exp: ExperimentFile) -> list[PlannedRun]:
                 for key, value in sorted(point.items(), key=lambda kv: kv[0].count(".")):
                     set_dotted(data, key, copy.deepcopy(value))
                     data = _resolve_files(data, exp.path)
-                    src[key] = f"sweep {key}={value!r}"
+                    src[key] = f"sweep {key}={shorten(value)}"
                     at[key] = _sweep_entry(exp, key)
                 for item in exp.overrides:
                     key, value = parse_assignment(item, "--set")
@@ -208,7 +208,10 @@ def execute(run: PlannedRun) -> RunOutcome:
         tables = result_tables(result)
         for name, df in tables.items():
             check_finite(name, df)
-    except Exception as exc:  # noqa: BLE001 - a sweep records any failure and goes on
+    except Exception as exc:  # a sweep records any failure and goes on
+        stop = interruption(exc)
+        if stop is not None:  # Ctrl-C inside a compiled kernel: stop the sweep, do not record a failure
+            raise type(stop)() from exc
         message = str(exc) if isinstance(exc, NetsimError) else f"{type(exc).__name__}: {exc}"
         return RunOutcome(run.run_id, False, info={**info, "wall_s": time.perf_counter() - t0}, error=message,
                           traceback=traceback.format_exc())

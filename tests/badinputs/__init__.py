@@ -450,7 +450,10 @@ def cli_cases() -> list[Case]:
                  "topology.leaves=&a [*a]", "seed=" + "1" * 5000, "name=..", "name=/tmp"):
         c.append(exp_case(f"--set {item[:40]!r}", "cli", BASE_TEXT, extra=["--set", item]))
     for item in ("topology.spines=", "topology.spines=1,,2", "x=", "=1,2", "topology.spines=0,2",
-                 "topology.spines=" + ",".join(["2"] * 100_000), "seed=-1,2**64", "name=.,.."):
+                 "topology.spines=" + ",".join(["2"] * 100_000), "seed=-1,2**64", "name=.,..",
+                 # since issue 24 a comma no longer splits a --param value: the same inputs as YAML lists
+                 "topology.spines=[]", "topology.spines=[1,,2]", "topology.spines=[0,2]",
+                 "topology.spines=[" + ",".join(["2"] * 100_000) + "]", "seed=[-1,2**64]", "name=[., ..]"):
         c.append(exp_case(f"--param {item[:40]!r}", "cli", spec(base=SWEEP), "sweep", extra=["--param", item],
                           expect=ERROR | {"partial"}))
     for extra in (["--variant", "nope"], ["--workers", "0"], ["--workers", "-3"], ["--executor", "foo"],
