@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all bench bench-simgrid clean
+.PHONY: demo test test-all bench bench-simgrid clean docs
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need Python 3.11 as '$(PYTHON)' (override with PYTHON=...)"; exit 1; }
@@ -40,3 +40,8 @@ bench-simgrid: $(STAMP)
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .hypothesis
+
+# The documentation site (mkdocs.yml; the CLI and experiment-file references are generated from the
+# code by docs/hooks.py), built strictly into /tmp/netsim-site; `make test` builds it too
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict

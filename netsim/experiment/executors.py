@@ -319,7 +319,7 @@ class DaskExecutor:
         try:
             import distributed  # noqa: F401
         except ImportError:
-            raise NetsimError("the dask executor needs dask.distributed: pip install 'netsim[dask]'") from None
+            raise NetsimError("the dask executor needs dask.distributed: pip install 'netsim-fabric[dask]'") from None
         self.address = address
         self.workers = max(1, int(workers))
 
