@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1] / "netsim"
 
 ALLOWED = {
     "simpy": ("engine", "collectives", "workload"),
-    "yaml": ("config.py",),
+    "yaml": ("config",),
     "plotly": ("report",),
 }
 

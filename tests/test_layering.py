@@ -39,7 +39,7 @@ MAX_FUNCTION_LINES = 150
 
 #: Private state of simpy 4's Environment, Event, Process, Timeout and Condition. Condition's
 #: ``_events``, ``_count``, ``_check`` and ``_evaluate`` are left out: those names are common on
-#: netsim's own classes (config.py's event reader has ``self._events``), so they would only add noise.
+#: netsim's own classes (the config package's YAML reader has ``self._events``), so they would only add noise.
 SIMPY_PRIVATE = frozenset({
     "_queue", "_eid", "_now", "_active_proc",               # Environment
     "_value", "_ok", "_defused", "_desc",                   # Event

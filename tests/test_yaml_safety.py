@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from netsim import config, errors
+from netsim.config import yamlread
 from netsim.cli import app
 from netsim.config import (SWEEP_KEYS, MAX_YAML_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES, load_experiment, load_spec, locate,
                            parse_assignment, parse_spec)
@@ -26,7 +27,7 @@ runner = CliRunner()
 def parser(request, monkeypatch):
     """Every limit holds with the pure-Python parser as well as with libyaml (used when PyYAML has it)."""
     if request.param == "python":
-        monkeypatch.setattr(config, "_PARSER", yaml.SafeLoader)
+        monkeypatch.setattr(yamlread, "_PARSER", yaml.SafeLoader)
     elif not getattr(yaml, "__with_libyaml__", False):
         pytest.skip("PyYAML built without libyaml")
     return request.param
@@ -113,7 +114,7 @@ def test_a_recursive_alias_is_refused(tmp_path, parser, text):
 
 
 def test_the_node_limit_is_exact_and_counts_aliases_as_copies(tmp_path, parser, monkeypatch):
-    monkeypatch.setattr(config, "MAX_YAML_NODES", 20)
+    monkeypatch.setattr(yamlread, "MAX_YAML_NODES", 20)
     # nodes: the top mapping, key x, the list, n items
     assert load_experiment(write(tmp_path, "x: [" + ", ".join(["1"] * 17) + "]\n")).base["x"] == [1] * 17
     error = refused(write(tmp_path, "x: [" + ", ".join(["1"] * 18) + "]\n"))

@@ -1,0 +1,458 @@
+"""The experiment file's sections as pydantic models: an :class:`ExperimentSpec` validated from YAML or built in Python."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+from netsim.errors import ConfigError, did_you_mean, shorten
+from netsim.fabrics import topology_spec_type
+from netsim.fabrics.dragonfly import CableSpec, DragonflySpec, FrontierSpec  # noqa: F401  (re-exported)
+from netsim.fabrics.leaf_spine import LeafSpineSpec  # noqa: F401  (re-exported)
+from netsim.fabrics.multi_cluster import ClusterSpec, EthernetSpec, MultiClusterSpec  # noqa: F401  (re-exported)
+from netsim.spectypes import (  # noqa: F401
+    MAX_BANDWIDTH_BPS,
+    MAX_CABLES,
+    MAX_CHANNELS,
+    MAX_COUNT,
+    MAX_GPUS,
+    MAX_ITERATIONS,
+    MAX_LAYERS,
+    MAX_LINKS,
+    MAX_MICRO_BATCHES,
+    MAX_MODEL_DIM,
+    MAX_PER_HOST,
+    MAX_SEED,
+    MAX_SIZE_BYTES,
+    MAX_TIME_S,
+    NAME_PATTERN,
+    NAME_RULE,
+    Bandwidth,
+    HostNics,
+    LinkSpec,
+    Name,
+    Nic,
+    NicOverride,
+    NicSpec,
+    Size,
+    Time,
+    UplinkSpec,
+    _count,
+    _FieldError,
+    _quantity,
+    _relocated,
+    _Spec,
+    _variant,
+)
+
+#: The ``topology:`` section: one of the registered fabric families (:mod:`netsim.fabrics`).
+TopologySpec = topology_spec_type()
+
+
+class PolicySpec(_Spec):
+    """A named policy plus its options: ``routing: ecmp`` or ``placement: {type: random, by: host}``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: str
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """Everything but ``type``."""
+        return dict(self.model_extra or {})
+
+
+def _policy(value: Any) -> Any:
+    return {"type": value} if isinstance(value, str) else value
+
+
+Policy = Annotated[PolicySpec, BeforeValidator(_policy)]
+
+
+def _rank_count(value: Any) -> int:
+    """A number of ranks to place or select: a collective needs at least 2."""
+    if isinstance(value, bool) or not isinstance(value, int) or value > MAX_GPUS:
+        raise ValueError(f"expected a number of ranks from 2 to {MAX_GPUS:,}, got {shorten(value)}")
+    if value < 2:
+        raise ValueError(f"a collective needs at least 2 ranks, got {value}")
+    return value
+
+
+_ranks = Annotated[int, BeforeValidator(_rank_count)]
+
+
+class CollectiveWorkload(_Spec):
+    """``workload: {type: collective, op, algorithm, size, ...}``: one collective on one communicator.
+
+    ``ranks`` is how many ranks to place (default: every GPU of the topology).
+    """
+
+    type: Literal["collective"]
+    op: str
+    algorithm: str
+    size: Size
+    channels: _count(MAX_CHANNELS) = 1
+    chunk: Size | None = None
+    ranks: _ranks | None = None
+    iterations: _count(MAX_ITERATIONS) = 1
+    label: str | None = None
+
+
+#: A sub-communicator of the parent's ranks: the first N, an explicit list of rank indices, or a
+#: Python-style slice ``"start:stop:step"`` (``"0::8"``: local rank 0 of every 8-GPU host).
+def _rank_selector(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _rank_count(value)
+    ok = (isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                   for v in value)) or (
+        isinstance(value, str) and len(value) <= 64 and _SLICE.fullmatch(value.strip()))
+    if not ok:
+        raise ValueError(f"expected ranks as N (the first N ranks), a list of rank indices, or a slice "
+                         f"'start:stop:step' like '0::8', got {shorten(value)}")
+    if isinstance(value, list) and len(value) < 2:
+        raise ValueError(f"a collective needs at least 2 ranks, got {len(value)}")
+    return value
+
+
+_SLICE = re.compile(r"-?\d*\s*:\s*-?\d*(?:\s*:\s*-?\d*)?")
+RankSelector = Annotated[Any, BeforeValidator(_rank_selector)]
+
+
+class CollectiveStep(CollectiveWorkload):
+    """One collective inside a sequence (``type: collective`` may be omitted); ``ranks`` selects
+    its communicator from the enclosing sequence's ranks."""
+
+    type: Literal["collective"] = "collective"
+    ranks: RankSelector | None = None
+
+
+class SequenceWorkload(_Spec):
+    """``workload: {type: sequence, mode: serial|concurrent, steps: [...]}``.
+
+    ``serial`` runs the steps back to back, ``concurrent`` starts them together (e.g. independent
+    rings on different rails). Steps are collectives or nested sequences; each may select a
+    sub-communicator with ``ranks``. ``iterations`` repeats the whole sequence. At the top level
+    ``ranks: N`` places N ranks, like a collective workload.
+    """
+
+    type: Literal["sequence"]
+    mode: Literal["serial", "concurrent"] = "serial"
+    steps: Annotated[list[Step], Field(min_length=1, max_length=10_000)]
+    ranks: RankSelector | None = None
+    iterations: _count(MAX_ITERATIONS) = 1
+    label: str | None = None
+
+
+def _step_type(value: Any) -> str:
+    if isinstance(value, dict):
+        return value.get("type", "collective")
+    return getattr(value, "type", "collective")
+
+
+Step = Annotated[Annotated[CollectiveStep, Tag("collective")] | Annotated[SequenceWorkload, Tag("sequence")],
+                 Discriminator(_step_type)]
+SequenceWorkload.model_rebuild()
+
+
+
+class GPTModelSpec(_Spec):
+    """A GPT-style model (see :class:`netsim.workload.training.GPTModel`)."""
+
+    name: str = ""
+    layers: _count(MAX_LAYERS)
+    hidden: _count(MAX_MODEL_DIM)
+    heads: _count(MAX_MODEL_DIM)
+    seq_len: _count(MAX_MODEL_DIM)
+    vocab: _count(MAX_MODEL_DIM)
+    micro_batch: _count(MAX_MODEL_DIM) = 1
+    global_batch: _count(MAX_MODEL_DIM)
+    dtype_bytes: _count(16) = 2
+
+    @model_validator(mode="after")
+    def _heads(self) -> GPTModelSpec:
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        return self
+
+
+class ParallelismSpec(_Spec):
+    """Tensor, pipeline and data parallel sizes; world size = tp x pp x dp ranks."""
+
+    tp: _count(MAX_COUNT) = 1
+    pp: _count(MAX_COUNT) = 1
+    dp: _count(MAX_COUNT) = 1
+    #: ZeRO-1 / distributed optimizer: gradients reduce-scattered, parameters allgathered.
+    sharded_optimizer: bool = False
+    #: Gradient synchronisation overlapped with the last micro-batch's backward (in ``dp_buckets``).
+    overlap_dp: bool = False
+
+
+class GPUSpec(_Spec):
+    """The GPU: a built-in profile (``a100``, ``h100``, ``h800``, ``mi250x-gcd``) with optional overrides."""
+
+    profile: str = "a100"
+    peak_tflops: Annotated[float, Field(gt=0, le=1e6)] | None = None
+    efficiency: Annotated[float, Field(gt=0, le=1)] | None = None
+
+    @field_validator("profile")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from netsim.workload.training import GPU_PROFILES
+        if v not in GPU_PROFILES:
+            raise ValueError(f"unknown GPU profile {shorten(v)}; built-in: {', '.join(GPU_PROFILES)}"
+                             f"{did_you_mean(v, GPU_PROFILES)}")
+        return v
+
+
+def _gpu(value: Any) -> Any:
+    return {"profile": value} if isinstance(value, str) else value
+
+
+class CommSpec(_Spec):
+    """How a training job's collectives run: algorithm and channels (rings) per call."""
+
+    algorithm: str = "ring"
+    channels: _count(MAX_CHANNELS) = 1
+
+
+class TrainingWorkload(_Spec):
+    """``workload: {type: training, model: {...}, parallelism: {tp, pp, dp}, gpu: a100, ...}``.
+
+    One job's training iterations: 1F1B pipeline of micro-batches, TP allreduces, PP activation
+    sends and DP gradient synchronisation on the fabric (:mod:`netsim.workload.pipeline`).
+    """
+
+    type: Literal["training"]
+    model: GPTModelSpec
+    parallelism: ParallelismSpec = ParallelismSpec()
+    gpu: Annotated[GPUSpec, BeforeValidator(_gpu)] = GPUSpec()
+    iterations: _count(100_000) = 1
+    #: Layers per pipeline stage: ``auto`` (``search`` under holmes placement, else ``even``),
+    #: ``even``, ``proportional`` (to each stage's measured speed), ``search`` (proportional, then
+    #: moved a layer at a time while the simulated iteration gets shorter), or an explicit list.
+    partition: Literal["auto", "even", "proportional", "search"] | list[_count(MAX_LAYERS)] = "auto"
+    #: One TP allreduce per stage and pass (``stage``: the layers' bytes together, cheap to
+    #: simulate; with ``overlap_dp`` the last backward's is cut with the gradient buckets, one
+    #: piece per bucket) or two per layer and pass as Megatron issues them (``layer``).
+    tp_granularity: Literal["stage", "layer"] = "stage"
+    #: Gradient buckets per stage (each synchronised as soon as its layers' gradients are ready
+    #: when ``overlap_dp``).
+    dp_buckets: _count(1_024) = 1
+    #: Bytes per gradient element in the DP synchronisation (default: the model's dtype_bytes).
+    grad_bytes: _count(16) | None = None
+    tp_comm: CommSpec = CommSpec()
+    dp_comm: CommSpec = CommSpec()
+    label: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingWorkload:
+        par, model = self.parallelism, self.model
+        if model.global_batch % (model.micro_batch * par.dp):
+            raise _FieldError(f"global_batch ({model.global_batch}) must be a multiple of micro_batch x dp "
+                              f"({model.micro_batch} x {par.dp})", "model.global_batch")
+        micro_batches = model.global_batch // (model.micro_batch * par.dp)
+        if micro_batches > MAX_MICRO_BATCHES:
+            raise _FieldError(f"{micro_batches:,} micro-batches per iteration (global_batch / (micro_batch x "
+                              f"dp)); allowed: 1 to {MAX_MICRO_BATCHES:,}", "model.global_batch")
+        if model.layers < par.pp:
+            raise _FieldError(f"{model.layers} layers cannot fill {par.pp} pipeline stages", "parallelism.pp")
+        if isinstance(self.partition, list) and (len(self.partition) != par.pp or sum(self.partition) != model.layers):
+            raise _FieldError(f"an explicit partition needs {par.pp} stage(s) summing to {model.layers} layers, "
+                              f"got {self.partition}", "partition")
+        from netsim.collectives import get_algorithm
+        try:
+            get_algorithm("allreduce", self.tp_comm.algorithm, "tp_comm")
+            for op in (("reduce_scatter", "allgather") if par.sharded_optimizer else ("allreduce",)):
+                get_algorithm(op, self.dp_comm.algorithm, "dp_comm")
+        except ConfigError as exc:
+            raise _relocated(exc) from None
+        return self
+
+    @property
+    def ranks(self) -> int:
+        """GPUs the job occupies: tp x pp x dp."""
+        p = self.parallelism
+        return p.tp * p.pp * p.dp
+
+
+Workload = Annotated[CollectiveWorkload | SequenceWorkload | TrainingWorkload, Field(discriminator="type")]
+
+
+def _check_workload(w: CollectiveWorkload | SequenceWorkload | TrainingWorkload, path: str = "workload") -> None:
+    """Every collective names a known op/algorithm pair (ConfigError with its YAML path)."""
+    from netsim.collectives import get_algorithm
+    if isinstance(w, SequenceWorkload) and w.ranks is not None and not isinstance(w.ranks, int) \
+            and path.count(".") <= 1:
+        raise ConfigError("at the top level, ranks is the number of ranks to place (an integer); "
+                          "select sub-communicators in the steps", f"{path}.ranks")
+    if isinstance(w, TrainingWorkload):
+        return
+    if isinstance(w, SequenceWorkload):
+        for i, step in enumerate(w.steps):
+            _check_workload(step, f"{path}.steps.{i}")
+    else:
+        get_algorithm(w.op, w.algorithm, path)
+
+
+#: Largest engine completion tolerance (s); see :class:`EngineSpec`.
+MAX_TOLERANCE_S = 1e-6
+
+
+class EngineSpec(_Spec):
+    """Engine settings.
+
+    ``completion_tolerance`` (default 1ns, at most 1us): flows whose remaining transfers drain
+    within this time of each other complete together, which saves events; so a call may end up
+    to that much early per dependent step (``slack_s`` in the results accounts for it).
+    """
+
+    completion_tolerance: Annotated[float, _quantity("time", "from 0 to 1us", 0, MAX_TOLERANCE_S)] = 1e-9
+    record_flows: bool = True
+    #: Compute every call's ideal (non-blocking lower bound) by a contention-free replay of the
+    #: algorithm; costs a fraction of the run. Off: ``ideal_s`` and ``slowdown`` are missing (null).
+    ideal: bool = True
+    #: Track offered load per switch link under the policy and under ideal spraying (the
+    #: ``max_congestion`` metrics); about 10-20% of the engine's time. Off: those columns are missing (null).
+    congestion: bool = True
+    #: Time bins of the per-link utilisation series (``link_series.parquet``, the dashboard's
+    #: heatmap): at most this many over the run, so the resolution is about horizon / bins. 0: off.
+    link_series: _count(100_000, 0) = 128
+    #: The executor: ``compiled`` (numba; the default when it is installed) or ``reference`` (plain
+    #: Python, message by message: the oracle the compiled one is tested against, much slower).
+    backend: Literal["compiled", "reference"] | None = None
+
+
+class FaultSpec(_Spec):
+    """One timed fault: ``{at: 2ms, link: leaf0-spine1, action: down}``.
+
+    ``link`` names a cable by its end nodes: ``a-b`` (both directions) or ``a->b`` (one), with
+    ``#k`` for the k-th of parallel cables; ``nic`` names a NIC (``h3.nic0``: every port, both
+    directions). ``down`` sets capacity to 0, ``degrade`` to ``fraction`` of nominal (a slowed NIC
+    or a flapping link), ``up`` back to nominal.
+    """
+
+    at: Time
+    link: str | None = None
+    nic: str | None = None
+    action: Literal["down", "up", "degrade"]
+    fraction: Annotated[float, Field(gt=0, lt=1)] | None = None
+
+    @model_validator(mode="after")
+    def _target(self) -> FaultSpec:
+        if (self.link is None) == (self.nic is None):
+            raise ValueError("give exactly one of link (a cable: leaf0-spine1, leaf0->spine1) or nic (h3.nic0)")
+        if (self.action == "degrade") != (self.fraction is not None):
+            raise ValueError("fraction (0 < fraction < 1 of nominal capacity) goes with action degrade, and only with it")
+        return self
+
+
+class JobSpec(_Spec):
+    """One job of a multi-job mix: ``{name, workload, placement, start, iterations}``.
+
+    Jobs are placed in order on the GPUs earlier jobs left free. ``iterations`` runs the job's
+    workload that many times back to back (a training workload's own ``iterations`` multiply).
+    """
+
+    name: Name
+    workload: Workload
+    placement: Policy | None = None
+    start: Time = 0.0
+    iterations: _count(MAX_ITERATIONS) = 1
+
+    @field_validator("placement")
+    @classmethod
+    def _known_placement(cls, v: PolicySpec | None) -> PolicySpec | None:
+        if v is not None:
+            from netsim.placement import PLACEMENT
+            PLACEMENT.get(v.type, "placement.type")
+            PLACEMENT.check_options(v.type, v.options, "placement")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> JobSpec:
+        try:
+            _check_workload(self.workload, "workload")
+        except ConfigError as exc:
+            raise _relocated(exc) from None
+        if not isinstance(self.workload, TrainingWorkload) and self.workload.ranks is None:
+            raise _FieldError("a collective job needs ranks: how many GPUs it occupies", "workload.ranks")
+        return self
+
+    @property
+    def ranks(self) -> int:
+        """GPUs the job occupies."""
+        return self.workload.ranks
+
+
+class ExperimentSpec(_Spec):
+    """A whole experiment: fabric, placement, routing, and one workload or several ``jobs``; seed, faults."""
+
+    name: Name
+    description: str = ""
+    #: Which named variant of a sweep this run is ("" outside sweeps); set by the expansion.
+    variant: Annotated[str, BeforeValidator(_variant)] = ""
+    seed: _count(MAX_SEED, 0) = 0
+    topology: TopologySpec
+    placement: Policy = PolicySpec(type="sequential")
+    routing: Policy = PolicySpec(type="ecmp")
+    workload: Workload | None = None
+    jobs: Annotated[list[JobSpec], Field(max_length=10_000)] = []
+    faults: Annotated[list[FaultSpec], Field(max_length=10_000)] = []
+    engine: EngineSpec = EngineSpec()
+
+    @model_validator(mode="after")
+    def _one_workload(self) -> ExperimentSpec:
+        if (self.workload is None) == (not self.jobs):
+            raise ConfigError("give either workload (one job) or jobs (a list of {name, workload, placement, "
+                              "start, iterations})", "jobs" if self.jobs else "workload")
+        names = [j.name for j in self.jobs]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ConfigError(f"job name {shorten(name)} used twice", f"jobs.{i}.name")
+        return self
+
+    def job_specs(self) -> list[JobSpec]:
+        """The jobs to run: ``jobs``, or the single ``workload`` as one job named after the experiment."""
+        if self.jobs:
+            return list(self.jobs)
+        w = self.workload
+        return [JobSpec.model_construct(name=self.name, workload=w, placement=None, start=0.0, iterations=1)]
+
+    @field_validator("routing")
+    @classmethod
+    def _known_routing(cls, v: PolicySpec) -> PolicySpec:
+        from netsim.routing import ROUTING
+        ROUTING.get(v.type, "routing.type")
+        ROUTING.check_options(v.type, v.options, "routing", skip=2)
+        return v
+
+    @field_validator("placement")
+    @classmethod
+    def _known_placement(cls, v: PolicySpec) -> PolicySpec:
+        from netsim.placement import PLACEMENT
+        PLACEMENT.get(v.type, "placement.type")
+        PLACEMENT.check_options(v.type, v.options, "placement")
+        return v
+
+    @field_validator("workload")
+    @classmethod
+    def _known_algorithm(cls, v):
+        if v is not None:
+            _check_workload(v)
+        return v
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+#: Top-level keys that make an experiment file a sweep (expanded by :mod:`netsim.experiment.sweep`).
+SWEEP_KEYS = ("variants", "sweep", "seeds", "repeats")
