@@ -1,4 +1,4 @@
-"""The import direction of DESIGN.md: simpy, yaml and plotly stay in their layers."""
+"""The import direction of the architecture (README, docs/development.md): simpy, yaml and plotly stay in their layers."""
 
 import ast
 from pathlib import Path

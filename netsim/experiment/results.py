@@ -1,4 +1,4 @@
-"""Results I/O: records -> DataFrames with the fixed schema of DESIGN.md, written atomically."""
+"""Results I/O: records -> DataFrames with a fixed schema (docs/results.md), written atomically."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Profiles are data; builders turn them into NIC links (capacity = ports x line rate x efficiency)
 and the engine into per-message overheads. Numbers marked (est.) in the table below are estimates
-(``../shared/REFERENCE.md``) and every field can be overridden in YAML.
+(``docs/fabrics.md`` lists them) and every field can be overridden in YAML.
 """
 
 from __future__ import annotations
