@@ -31,6 +31,10 @@ def main() -> int:
     cases = [c for c in all_cases() if not (args.skip_dangerous and c.dangerous)
              and (not args.kind or c.kind in args.kind)]
     import netsim.cli  # noqa: F401  (imported once, before the forks)
+    import netsim.config  # noqa: F401  (and what the CLI imports lazily: each fork would pay ~1 s for it)
+    import netsim.experiment.run  # noqa: F401
+    import netsim.experiment.sweep  # noqa: F401
+    import netsim.report.dashboard  # noqa: F401
     from netsim.engine.table import warm_up
     warm_up()  # compiled once here, not in every case
     print(f"{len(cases)} cases", file=sys.stderr)

@@ -20,6 +20,10 @@ from tests.badinputs.harness import Case, run_cases
 
 def main() -> None:
     import netsim.cli  # noqa: F401  (imported once, before the forks)
+    import netsim.config  # noqa: F401  (and what the CLI imports lazily: each fork would pay ~1 s for it)
+    import netsim.experiment.run  # noqa: F401
+    import netsim.experiment.sweep  # noqa: F401
+    import netsim.report.dashboard  # noqa: F401
     from netsim.engine.table import warm_up
     warm_up()
     print(json.dumps({"ready": True}), flush=True)
