@@ -1,84 +1,27 @@
-"""The ``netsim`` command: a thin typer shell over the Python API (config -> experiment -> results)."""
+"""``netsim validate``, ``run`` and ``sweep``: an experiment file in, a results directory out."""
 
 from __future__ import annotations
 
-import math
-import os
-import re
-import signal
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from netsim import units
+from netsim.cli.app import (
+    _RECEIVED,
+    SetOption,
+    Terminated,
+    VariantOption,
+    _fail,
+    _out,
+    _print_results,
+    err,
+)
 from netsim.errors import ConfigError, NetsimError, did_you_mean, interruption, shorten
 
-#: What main() returns, for scripts (the --help epilog; tests/test_cli_manners.py checks each one).
-EXIT_CODES = {
-    0: "success (a below-bound warning included)",
-    1: "a sweep finished but some of its runs failed (recorded in runs.parquet)",
-    2: "bad input: experiment file, option, path or results directory (one error line)",
-    70: "internal error, a bug in netsim (the traceback is saved to a file)",
-    130: "interrupted (Ctrl-C): a run writes nothing, a sweep's directory says interrupted (--resume finishes it)",
-    143: "terminated (SIGTERM), as for Ctrl-C",
-}
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Flow-level simulator of AI/HPC cluster networks.",
-                  epilog="Exit status: " + "; ".join(f"{code} {what}" for code, what in EXIT_CODES.items()) + ".")
-err = Console(stderr=True)
-
-
-def _out() -> Console:
-    # Pipes and test runners get a wide console so the summary table is not squeezed to 80 columns.
-    return Console(width=None if sys.stdout.isatty() else 160)
-
-SetOption = Annotated[Optional[list[str]], typer.Option(
-    "--set", help="Override a YAML key: --set workload.size=1GiB (repeatable).")]
-
-
-VariantOption = Annotated[Optional[list[str]], typer.Option(
-    "--variant", help="Run only this variant of the file (repeatable).")]
-
-
-def version() -> str:
-    """The installed version of netsim: the metadata of whichever distribution ships the ``netsim``
-    package (its name in pyproject.toml may change), else ``netsim.__version__`` (a source tree)."""
-    from importlib import metadata
-
-    import netsim
-    for dist in dict.fromkeys(metadata.packages_distributions().get("netsim", [])):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return getattr(netsim, "__version__", "unknown")
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(f"netsim {version()}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _global(version_: Annotated[bool, typer.Option(
-        "--version", callback=_print_version, is_eager=True, help="Print the installed version and exit.")] = False
-            ) -> None:
-    """Flow-level simulator of AI/HPC cluster networks."""
-
-
-def _fail(exc: NetsimError) -> None:
-    err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
-
-
-@app.command()
 def validate(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
              set_: SetOption = None, max_memory: MaxMemoryOption = None) -> None:
     """Check an experiment file without running it (every run of a sweep), with its pre-flight estimate."""
@@ -192,7 +135,6 @@ ForceOption = Annotated[bool, typer.Option(
     "--force", help="Replace the netsim results already in the output directory (files you added there are kept).")]
 
 
-@app.command()
 def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
         out_dir: Annotated[Optional[Path], typer.Option("--out", help="Results directory (default results/NAME).")] = None,
         set_: SetOption = None, variant: VariantOption = None,
@@ -253,7 +195,6 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
     _out().print(f"results: {target}" + (f"  report: {target / 'report.html'}" if report else ""), highlight=False)
 
 
-@app.command()
 def sweep(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file (variants:, sweep:, seeds:/repeats:).")],
           param: Annotated[Optional[list[str]], typer.Option(
               "--param", help="Add or replace a grid axis with a YAML value: a list sweeps its items "
@@ -305,8 +246,14 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
            max_memory: str | None = None, quiet: bool = False) -> None:
     """Expand, run with a progress bar (on a terminal, without ``quiet``), write results and the summary;
     exit 1 when a run failed."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from netsim.config import locate
     from netsim.experiment.executors import make_executor
@@ -432,14 +379,6 @@ def _sweep_left(target: Path) -> str:
             "(manifest status: interrupted); --resume continues the sweep")
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the program is, so that it cleans up as on Ctrl-C."""
-
-
-#: Signals main() received (SIGINT, SIGTERM) that no command has reported yet: process-wide, as signals are.
-_RECEIVED: list[int] = []
-
-
 def _interrupted(left: str, exc: BaseException | None = None) -> None:
     """Ctrl-C or SIGTERM: one line on what is left, exit 130 (SIGINT) or 143 (SIGTERM)."""
     _RECEIVED.clear()
@@ -452,241 +391,6 @@ def _run_label(run) -> str:
     parts = [f"variant {run.variant}"] if run.variant else []
     parts += [f"{k}={v if len(str(v)) <= 60 else shorten(v)}" for k, v in run.params.items()]
     return ", ".join(parts) or "base"
-
-
-@app.command()
-def report(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep).")],
-           out: Annotated[Optional[Path], typer.Option("--out", help="HTML file to write (default DIR/report.html).")]
-           = None, force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
-           self_contained: Annotated[bool, typer.Option(
-               "--self-contained", help="Inline plotly.js (4.5 MB) instead of sharing DIR/plotly.min.js.")] = False
-           ) -> None:
-    """Write the HTML dashboard of a results directory (it opens offline; it loads the folder's one
-    plotly.min.js, or inlines plotly.js with --self-contained or when --out is outside DIR)."""
-    from netsim.experiment.outdir import add_files
-    from netsim.report import write_report
-    try:
-        _check_results_dir(directory)
-        target = write_report(directory, out, force=force, self_contained=self_contained)
-        if out is None:
-            add_files(directory, ["report.html"])
-    except NetsimError as exc:
-        _fail(exc)
-    _out().print(f"report: {target}", highlight=False)
-
-
-def _check_results_dir(directory: Path) -> None:
-    """NetsimError unless ``directory`` is a readable, complete netsim results directory (a sweep
-    that stopped early is readable too: its manifest says what finished)."""
-    from netsim.experiment.outdir import read_manifest
-    if not directory.is_dir() or not (directory / "runs.parquet").is_file():
-        raise NetsimError(f"{directory} is not a results directory (no runs.parquet and manifest.json)")
-    manifest = read_manifest(directory)
-    status = manifest.get("status", "complete")
-    if status not in ("complete", "interrupted"):
-        raise NetsimError(f"{directory} is incomplete (manifest status: {status}); "
-                          + ("--resume finishes a sweep" if manifest.get("kind") == "sweep" else "run it again"))
-
-
-@app.command()
-def results(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep).")],
-            csv: Annotated[Optional[Path], typer.Option("--csv", help="Also write the summary to this CSV file.")] = None,
-            metric: Annotated[Optional[list[str]], typer.Option(
-                "--metric", help="A runs.parquet column to summarise (repeatable; default: the headline ones; `netsim list metrics` names them all).")] = None,
-            force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --csv file.")] = False,
-            ) -> None:
-    """Summarise a results directory: per variant and swept point, mean and 95% interval over seeds."""
-    from netsim.experiment.outdir import check_new_file, write_file_atomically
-    try:
-        _check_results_dir(directory)
-        if csv is not None:
-            check_new_file(csv, force=force, option="--csv")
-        table = _print_results(directory, metric)
-        if csv is not None:
-            write_file_atomically(csv, table.to_csv(index=False), force=force, option="--csv")
-    except NetsimError as exc:
-        _fail(exc)
-    if csv is not None:
-        _out().print(f"summary: {csv}", highlight=False)
-
-
-def _format_metric(metric: str, value: float) -> str:
-    from netsim.experiment.metrics import METRICS
-    kind = METRICS[metric].kind if metric in METRICS else ""
-    if value != value:
-        return "-"
-    if kind == "time" or (not kind and metric.endswith("_s")):
-        return units.format_time(value, 4)
-    if kind == "bandwidth" or (not kind and metric.endswith("_Bps")):
-        return units.format_bandwidth(value, 4)
-    return f"{value:.4g}"
-
-
-def _print_results(directory: Path, metrics: list[str] | None = None):
-    """Print the summary table of a results directory and return it as a DataFrame."""
-    from netsim.experiment.summary import summarize
-    table, keys, metrics = summarize(directory, metrics)
-    out = Table(title=f"{directory}: mean ± 95% interval over seeds (Student t)")
-    for col in [*keys, "runs", *metrics]:
-        out.add_column(col, justify="left" if col in keys else "right")
-    for _, row in table.iterrows():
-        cells = [str(row[k]) for k in keys] + [f"{row['runs']}" + (f" ({row['failed']} failed)" if row["failed"] else "")]
-        for m in metrics:
-            mean, half = row[m], row[f"{m}_ci95"]
-            cells.append(_format_metric(m, mean) + ("" if half != half else f" ± {_format_metric(m, half)}"))
-        out.add_row(*cells)
-    _out().print(out)
-    return table
-
-
-@app.command()
-def show(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep).")]) -> None:
-    """Describe a results directory: what was run, its state, variants and axes, headline metrics, report."""
-    from netsim.experiment.overview import overview
-    try:
-        o = overview(directory)
-    except NetsimError as exc:
-        _fail(exc)
-    out = _out()
-
-    def say(text: str) -> None:  # paths and names are the user's: no rich markup in them
-        out.print(text, highlight=False, markup=False)
-
-    c = o.counts
-    state = o.status if o.kind == "run" else (f"{o.status}: {c.get('ok', 0)} of {c.get('planned', '?')} runs ok"
-                                              + (f", {c['failed']} failed" if c.get("failed") else ""))
-    say(f"{directory}: {o.kind} {o.name!r} ({state})")
-    say(f"  written by netsim {o.version} on {o.created}" + (f" from {o.experiment}" if o.experiment else ""))
-    say(f"  ran: {o.what}")
-    if o.kind == "sweep":
-        say(f"  runs: {c.get('planned', '?')} planned, {c.get('ok', 0)} ok, {c.get('failed', 0)} failed, "
-            f"{c.get('missing', 0)} missing")
-        say(f"  variants: {', '.join(o.variants) or '(none)'}; swept: {', '.join(o.axes) or '(nothing)'}")
-    if o.table is not None and len(o.table):
-        titles = o.titles()
-        table = Table(title="headline metrics (mean ± 95% interval over seeds)", title_justify="left")
-        for col in [*o.keys, "runs", *o.metrics]:
-            table.add_column(titles.get(col, col), justify="left" if col in o.keys else "right")
-        for _, row in o.table.iterrows():
-            cells = [str(row[k]) for k in o.keys]
-            cells.append(f"{row['runs']}" + (f" ({row['failed']} failed)" if row["failed"] else ""))
-            for m in o.metrics:
-                half = row[f"{m}_ci95"]
-                cells.append(_format_metric(m, row[m]) + ("" if math.isnan(half) else f" ± {_format_metric(m, half)}"))
-            table.add_row(*(escape(cell) for cell in cells))
-        out.print(table)
-    for failure in o.failures:
-        say(f"  failed: {failure}")
-    say(f"  report: {o.report}" if o.report else f"  report: none (netsim report {directory} writes it)")
-    if o.kind == "sweep" and not o.finished:
-        say(f"  to finish it: netsim sweep {o.experiment or 'EXPERIMENT'} --out {directory} --resume")
-
-
-@app.command()
-def schema() -> None:
-    """Print the JSON Schema of an experiment file (for editors: completion and key checks).
-
-    The same schema ships as netsim/schema/experiment.schema.json; with the YAML extension of VS Code,
-    a first line ``# yaml-language-server: $schema=PATH`` in an experiment file uses it.
-    """
-    from netsim.schema import schema_text
-    typer.echo(schema_text(), nl=False)
-
-
-LISTS = ("topologies", "routing", "placement", "algorithms", "metrics")
-
-
-@app.command("list")
-def list_(what: Annotated[Optional[str], typer.Argument(
-        help=f"One of: {', '.join(LISTS)} (default: all).")] = None) -> None:
-    """What an experiment file can name: topology types, routing and placement policies, collective
-    algorithms, and the metrics of runs.parquet (from the registries the runner reads)."""
-    if what is not None and what not in LISTS:
-        _fail(NetsimError(f"cannot list {what!r}; valid: {', '.join(LISTS)}{did_you_mean(what, LISTS)}"))
-    out = _out()
-    for name, rows in _listings().items():
-        if what in (None, name):
-            table = Table(title=name, title_justify="left", show_header=False)
-            table.add_column("name", style="bold")
-            table.add_column("what")
-            for row in rows:
-                table.add_row(*(escape(cell) for cell in row))
-            out.print(table)
-
-
-def _listings() -> dict[str, list[tuple[str, str]]]:
-    from netsim.collectives.base import ALGORITHMS
-    from netsim.experiment.metrics import METRICS
-    from netsim.fabrics import FABRICS
-    from netsim.placement import PLACEMENT
-    from netsim.routing import ROUTING
-
-    def doc(factory) -> str:
-        first = ((factory.__doc__ or "").strip().splitlines() or [""])[0]
-        return re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", first).replace("``", "")
-
-    return {
-        "topologies": [(k, FABRICS[k].summary) for k in FABRICS.names()],
-        "routing": [(k, doc(ROUTING.get(k))) for k in ROUTING.names()],
-        "placement": [(k, doc(PLACEMENT.get(k))) for k in PLACEMENT.names()],
-        "algorithms": [(k, doc(ALGORITHMS.get(k))) for k in ALGORITHMS.names()],
-        "metrics": [(m.name, f"{m.doc} [{m.kind}]") for m in METRICS],
-    }
-
-
-@app.command("topo")
-def topo_(file: Annotated[Path, typer.Argument(help="Topology file (topologies/*.yaml) or experiment file.")],
-          draw: Annotated[Optional[Path], typer.Option("--draw", help="Also write a drawing of the fabric: a "
-                                                       "self-contained HTML file.")] = None,
-          force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --draw file.")] = False) -> None:
-    """Describe a fabric: counts, injection and bisection bandwidth, diameter, path diversity."""
-    from netsim.config import load_topology
-    from netsim.fabrics import build_topology
-    from netsim.topology.metrics import format_summary, summary
-    if draw is not None:
-        from netsim.experiment.outdir import check_new_file
-        try:
-            check_new_file(draw, force=force, option="--draw")
-        except NetsimError as exc:
-            _fail(exc)
-    try:
-        topology = build_topology(load_topology(file))
-    except ConfigError as exc:
-        _fail(_locate_topology(exc, file))
-    except NetsimError as exc:
-        _fail(exc)
-    figure = None
-    if draw is not None:
-        from netsim.report.topology_drawing import topology_figure
-        try:  # refuse a fabric too large to draw before anything is printed
-            figure = topology_figure(topology)
-        except NetsimError as exc:
-            _fail(NetsimError(f"{file}: {exc}"))
-    typer.echo(format_summary(summary(topology)))
-    if figure is not None:
-        from netsim.experiment.outdir import write_file_atomically
-        from netsim.report.topology_drawing import figure_html
-        try:
-            write_file_atomically(draw, figure_html(figure), force=force, option="--draw")
-        except NetsimError as exc:
-            _fail(exc)
-        typer.echo(f"drawing: {draw}")
-
-
-def _locate_topology(exc: ConfigError, file: Path) -> ConfigError:
-    """``exc`` with its file and line; a topology file holds the keys of ``topology:`` at its top level."""
-    from netsim.config import locate
-    if exc.file:
-        return exc
-    try:
-        from netsim.config import read_text
-        is_experiment = any(line.startswith("topology:") for line in read_text(file).splitlines())
-    except (OSError, UnicodeDecodeError, ConfigError):
-        is_experiment = True
-    if is_experiment or not exc.path.startswith("topology."):
-        return locate(exc, file)
-    path = exc.path.removeprefix("topology.")
-    return ConfigError(exc.message, path, str(file), locate(ConfigError(exc.message, path), file).line)
 
 
 def _print_summary(tables: dict, name: str) -> None:
@@ -755,78 +459,3 @@ def _jobs_table(jobs) -> Table:
             f"{j['tcp_tp']}/{j['tcp_pp']}/{j['tcp_dp']}" if training else "-",
             "-" if j["slowdown"] != j["slowdown"] else f"{j['slowdown']:.3f}x")
     return table
-
-
-def main() -> None:
-    """Console-script entry point: exit 0 on success, 1 when runs of a sweep failed, 2 for bad input
-    (one message, no traceback), 130/143 when interrupted (SIGINT/SIGTERM), 70 for a bug in netsim."""
-    received = _RECEIVED
-    received.clear()
-
-    def stop(signum, frame) -> None:
-        received.append(signum)
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-    signal.signal(signal.SIGTERM, stop)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, stop)
-    try:
-        code = app(standalone_mode=False)
-        # typer turns a KeyboardInterrupt no command caught into a silent exit 130: say what happened
-        if received and code == 130:
-            code = _stopped_by(received[-1])
-    except KeyboardInterrupt as exc:
-        code = _stopped_by(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
-    except NetsimError as exc:  # CORRECTNESS: no traceback for bad input, whatever raised it
-        err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
-        code = 2
-    except OSError as exc:
-        from netsim.experiment.outdir import os_error
-        err.print(f"error: {os_error(exc, 'use')}", highlight=False, markup=False, soft_wrap=True)
-        code = 2
-    except RecursionError:
-        err.print("error: the input is nested too deeply", highlight=False)
-        code = 2
-    except MemoryError:
-        err.print("error: out of memory; make the run smaller", highlight=False)
-        code = 2
-    except Exception as exc:
-        if interruption(exc) is not None:  # Ctrl-C met inside a compiled kernel
-            code = _stopped_by(signal.SIGTERM if isinstance(interruption(exc), Terminated) else signal.SIGINT)
-        elif hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):  # usage errors (click's)
-            exc.show()
-            code = exc.exit_code
-        elif isinstance(exc, typer.Abort):
-            code = _stopped_by(signal.SIGINT)
-        else:  # a bug: a short message, the traceback in a file to report
-            code = _crash_report()
-    sys.exit(code if isinstance(code, int) else 0)
-
-
-def _stopped_by(signum: int) -> int:
-    """One line for an interruption no command reported; its exit status."""
-    err.print("terminated" if signum == signal.SIGTERM else "interrupted", highlight=False)
-    return 143 if signum == signal.SIGTERM else 130
-
-
-def _crash_report() -> int:
-    """Print one line about an unexpected error, keep its traceback in a temporary file; exit status 70."""
-    import tempfile
-    import traceback
-    text = traceback.format_exc()
-    try:
-        with tempfile.NamedTemporaryFile("w", prefix="netsim-crash-", suffix=".txt", delete=False) as f:
-            f.write(text)
-        where = f"the traceback is in {f.name}"
-    except OSError:
-        where = "set NETSIM_DEBUG=1 to see the traceback"
-    if os.environ.get("NETSIM_DEBUG"):
-        sys.stderr.write(text)
-    last = text.strip().splitlines()[-1][:300]
-    err.print(f"internal error (a bug in netsim): {last}; {where}; please report it with the experiment file",
-              highlight=False, markup=False, soft_wrap=True)
-    return 70
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,5 @@
+"""``python -m netsim.cli``: the ``netsim`` command."""
+
+from netsim.cli import main
+
+main()
