@@ -12,6 +12,7 @@ import html
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
@@ -185,13 +186,23 @@ def _size_figures(colls: pd.DataFrame, runs: pd.DataFrame, keys: list[str]) -> l
     return figs
 
 
-def _fct_figure(flows: pd.DataFrame, label: dict[str, str], per_group: int = 20_000) -> go.Figure:
-    """Message completion-time CDF, one curve per variant (its seeds pooled; sampled to ``per_group``)."""
-    f = flows.assign(fct_s=flows["end_s"] - flows["start_s"], group=flows["run_id"].map(label))
-    f = pd.concat([g.sample(per_group, random_state=0) if len(g) > per_group else g
-                   for _, g in f.groupby("group", sort=False)])
-    return px.ecdf(f, x="fct_s", color="group", line_dash="group", log_x=True, labels=LABELS,
-                   title="Message completion time CDF (seeds of a variant pooled)")
+def _fct_figure(flows: pd.DataFrame, label: dict[str, str], points: int = 1000) -> go.Figure:
+    """Message completion-time CDF, one curve per variant (its seeds pooled), drawn through ``points``
+    evenly spaced quantiles of the exact empirical CDF (every message counts; the page stays small).
+
+    perf: plotly express's ecdf of a sample of 20,000 messages per variant took 0.36 s per report.
+    """
+    fct = (flows["end_s"] - flows["start_s"]).to_numpy()
+    groups = flows["run_id"].map(label)
+    fig = go.Figure()
+    for name, rows in groups.groupby(groups, sort=False).indices.items():
+        x = np.sort(fct[rows])
+        n = len(x)
+        k = np.unique(np.linspace(0, n - 1, min(n, points)).round().astype(np.int64))
+        fig.add_trace(go.Scatter(x=x[k], y=(k + 1) / n, mode="lines", line_shape="hv", name=name))
+    fig.update_layout(title="Message completion time CDF (seeds of a variant pooled)", xaxis_type="log",
+                      xaxis_title=LABELS["fct_s"], yaxis_title="fraction of messages")
+    return fig
 
 
 def _heatmaps(series: pd.DataFrame, runs: pd.DataFrame, label: dict[str, str], top: int = 20,
