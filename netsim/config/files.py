@@ -10,43 +10,6 @@ import yaml
 from netsim.config.validation import _yaml_line
 from netsim.config.yamlread import _a, _parse_yaml, _read_yaml, read_text
 from netsim.errors import ConfigError, shorten
-from netsim.fabrics.dragonfly import CableSpec, DragonflySpec, FrontierSpec  # noqa: F401  (re-exported)
-from netsim.fabrics.leaf_spine import LeafSpineSpec  # noqa: F401  (re-exported)
-from netsim.fabrics.multi_cluster import ClusterSpec, EthernetSpec, MultiClusterSpec  # noqa: F401  (re-exported)
-from netsim.spectypes import (  # noqa: F401
-    MAX_BANDWIDTH_BPS,
-    MAX_CABLES,
-    MAX_CHANNELS,
-    MAX_COUNT,
-    MAX_GPUS,
-    MAX_ITERATIONS,
-    MAX_LAYERS,
-    MAX_LINKS,
-    MAX_MICRO_BATCHES,
-    MAX_MODEL_DIM,
-    MAX_PER_HOST,
-    MAX_SEED,
-    MAX_SIZE_BYTES,
-    MAX_TIME_S,
-    NAME_PATTERN,
-    NAME_RULE,
-    Bandwidth,
-    HostNics,
-    LinkSpec,
-    Name,
-    Nic,
-    NicOverride,
-    NicSpec,
-    Size,
-    Time,
-    UplinkSpec,
-    _count,
-    _FieldError,
-    _quantity,
-    _relocated,
-    _Spec,
-    _variant,
-)
 
 
 def locate(error: ConfigError, file: str | Path) -> ConfigError:

@@ -18,42 +18,11 @@ from netsim.config.specs import SWEEP_KEYS, ExperimentSpec, TopologySpec
 from netsim.config.validation import _clean_loc, _fields_at, _message, _yaml_line, parse_spec
 from netsim.config.yamlread import _read_yaml
 from netsim.errors import ConfigError, shorten
-from netsim.fabrics.dragonfly import CableSpec, DragonflySpec, FrontierSpec  # noqa: F401  (re-exported)
-from netsim.fabrics.leaf_spine import LeafSpineSpec  # noqa: F401  (re-exported)
-from netsim.fabrics.multi_cluster import ClusterSpec, EthernetSpec, MultiClusterSpec  # noqa: F401  (re-exported)
-from netsim.spectypes import (  # noqa: F401
-    MAX_BANDWIDTH_BPS,
-    MAX_CABLES,
-    MAX_CHANNELS,
-    MAX_COUNT,
-    MAX_GPUS,
-    MAX_ITERATIONS,
-    MAX_LAYERS,
-    MAX_LINKS,
-    MAX_MICRO_BATCHES,
-    MAX_MODEL_DIM,
-    MAX_PER_HOST,
+from netsim.spectypes import (
     MAX_SEED,
-    MAX_SIZE_BYTES,
-    MAX_TIME_S,
     NAME_PATTERN,
     NAME_RULE,
-    Bandwidth,
-    HostNics,
-    LinkSpec,
-    Name,
-    Nic,
-    NicOverride,
-    NicSpec,
-    Size,
-    Time,
-    UplinkSpec,
-    _count,
-    _FieldError,
-    _quantity,
-    _relocated,
     _Spec,
-    _variant,
 )
 
 #: Most runs one experiment file may expand to (variants x grid points x seeds): each is a spec held

@@ -13,42 +13,8 @@ from pydantic import (
 from netsim.config.specs import SWEEP_KEYS, ExperimentSpec
 from netsim.errors import ConfigError, did_you_mean, shorten
 from netsim.fabrics import FABRICS
-from netsim.fabrics.dragonfly import CableSpec, DragonflySpec, FrontierSpec  # noqa: F401  (re-exported)
-from netsim.fabrics.leaf_spine import LeafSpineSpec  # noqa: F401  (re-exported)
-from netsim.fabrics.multi_cluster import ClusterSpec, EthernetSpec, MultiClusterSpec  # noqa: F401  (re-exported)
-from netsim.spectypes import (  # noqa: F401
-    MAX_BANDWIDTH_BPS,
-    MAX_CABLES,
-    MAX_CHANNELS,
-    MAX_COUNT,
-    MAX_GPUS,
-    MAX_ITERATIONS,
-    MAX_LAYERS,
-    MAX_LINKS,
-    MAX_MICRO_BATCHES,
-    MAX_MODEL_DIM,
-    MAX_PER_HOST,
-    MAX_SEED,
-    MAX_SIZE_BYTES,
-    MAX_TIME_S,
-    NAME_PATTERN,
-    NAME_RULE,
-    Bandwidth,
-    HostNics,
-    LinkSpec,
-    Name,
-    Nic,
-    NicOverride,
-    NicSpec,
-    Size,
-    Time,
-    UplinkSpec,
-    _count,
+from netsim.spectypes import (
     _FieldError,
-    _quantity,
-    _relocated,
-    _Spec,
-    _variant,
 )
 
 

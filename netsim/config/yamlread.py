@@ -15,43 +15,6 @@ from yaml.reader import ReaderError
 from yaml.resolver import Resolver
 
 from netsim.errors import ConfigError, shorten
-from netsim.fabrics.dragonfly import CableSpec, DragonflySpec, FrontierSpec  # noqa: F401  (re-exported)
-from netsim.fabrics.leaf_spine import LeafSpineSpec  # noqa: F401  (re-exported)
-from netsim.fabrics.multi_cluster import ClusterSpec, EthernetSpec, MultiClusterSpec  # noqa: F401  (re-exported)
-from netsim.spectypes import (  # noqa: F401
-    MAX_BANDWIDTH_BPS,
-    MAX_CABLES,
-    MAX_CHANNELS,
-    MAX_COUNT,
-    MAX_GPUS,
-    MAX_ITERATIONS,
-    MAX_LAYERS,
-    MAX_LINKS,
-    MAX_MICRO_BATCHES,
-    MAX_MODEL_DIM,
-    MAX_PER_HOST,
-    MAX_SEED,
-    MAX_SIZE_BYTES,
-    MAX_TIME_S,
-    NAME_PATTERN,
-    NAME_RULE,
-    Bandwidth,
-    HostNics,
-    LinkSpec,
-    Name,
-    Nic,
-    NicOverride,
-    NicSpec,
-    Size,
-    Time,
-    UplinkSpec,
-    _count,
-    _FieldError,
-    _quantity,
-    _relocated,
-    _Spec,
-    _variant,
-)
 
 #: Largest file netsim reads as YAML (bytes). Experiment, topology and workload files are a few
 #: KB; 4 MiB leaves room for generated sweeps, while a wrong path (a trace, a binary) fails at once.
