@@ -1,13 +1,22 @@
 """Shared fixtures: small named fabrics and a helper to run processes on a fresh fabric."""
 
+import os
+
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from netsim.engine import Environment, Fabric
 from netsim.routing import make_routing
 from netsim.topology import leaf_spine
 
 GB = 1e9
+
+#: CI (``.ci/run`` sets HYPOTHESIS_PROFILE=ci) draws the same examples on every run, so a landing never
+#: fails on a case a random draw happened to find; local runs keep exploring, and what they find is
+#: pinned with ``@example`` or, while it is open, a strict xfail (tests/test_executors.py).
+settings.register_profile("ci", derandomize=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 def make_leaf_spine(**kw):
