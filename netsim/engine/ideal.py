@@ -87,11 +87,11 @@ class PairModel:
             return hit
         topo = self.topology
         paths = topo.paths(src, dst, tcp)
-        delay = min(topo.path_latency_s(p) for p in paths) + topo.message_overhead_s(src, dst, tcp)
+        latencies = [topo.path_latency_s(p) for p in paths]
+        delay = min(latencies) + topo.message_overhead_s(src, dst, tcp)
         edge_sets = [{lk for lk in p if not self._core[lk]} for p in paths]
         forced = tuple(sorted(set.intersection(*edge_sets))) if edge_sets else ()
-        self._uniform[key] = all(e == edge_sets[0] for e in edge_sets) and \
-            len({topo.path_latency_s(p) for p in paths}) <= 1
+        self._uniform[key] = all(e == edge_sets[0] for e in edge_sets) and len(set(latencies)) <= 1
         rate = self._max_flow(paths) if paths and paths[0] else math.inf
         hit = self._cache[key] = (float(rate), float(delay), forced)
         return hit

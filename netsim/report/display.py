@@ -11,15 +11,16 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 
 from netsim.errors import UnitError
 from netsim.experiment.metrics import CHART_UNITS, METRICS
-from netsim.units import parse_bandwidth, parse_size, parse_time
+from netsim.units import format_bandwidth, format_time, parse_bandwidth, parse_size, parse_time
 
 _DECIMAL = (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0))
 _BINARY = (("PiB", 2.0**50), ("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10), ("B", 1.0))
-_BITS = (("Pbps", 1e15), ("Tbps", 1e12), ("Gbps", 1e9), ("Mbps", 1e6), ("kbps", 1e3), ("bps", 1.0))
-_TIMES = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9), ("ps", 1e-12))
+#: A number and its unit, as :mod:`netsim.units` formats them (``400Gbps``, ``1e+04PB``).
+_NUMBER_UNIT = re.compile(r"^(-?[0-9.]+(?:e[+-][0-9]+)?)(.*)$")
 
 
 def _scaled(value: float, steps: tuple[tuple[str, float], ...], digits: int) -> tuple[str, bool]:
@@ -29,6 +30,12 @@ def _scaled(value: float, steps: tuple[tuple[str, float], ...], digits: int) -> 
     unit, factor = next(((u, f) for u, f in steps if abs(value) >= f), steps[-1])
     text = f"{value / factor:.{digits}g}"
     return f"{text} {unit}", math.isclose(float(text) * factor, value, rel_tol=1e-12)
+
+
+def _spaced(text: str) -> str:
+    """``400Gbps`` as ``400 Gbps``."""
+    match = _NUMBER_UNIT.match(text)
+    return f"{match[1]} {match[2]}" if match else text  # (inf, nan: as they are)
 
 
 def human_size(size_bytes: float, digits: int = 4) -> str:
@@ -51,7 +58,7 @@ def human_bandwidth(bandwidth_Bps: float, digits: int = 4) -> str:
     >>> human_bandwidth(50e9), human_bandwidth(25e9 / 3)
     ('400 Gbps', '66.67 Gbps')
     """
-    return "-" if math.isnan(bandwidth_Bps) else _scaled(bandwidth_Bps * 8, _BITS, digits)[0]
+    return "-" if math.isnan(bandwidth_Bps) else _spaced(format_bandwidth(bandwidth_Bps, digits))
 
 
 def human_time(seconds: float, digits: int = 4) -> str:
@@ -60,7 +67,7 @@ def human_time(seconds: float, digits: int = 4) -> str:
     >>> human_time(0.009365), human_time(5e-7), human_time(0)
     ('9.365 ms', '500 ns', '0 s')
     """
-    return "-" if math.isnan(seconds) else _scaled(seconds, _TIMES, digits)[0]
+    return "-" if math.isnan(seconds) else _spaced(format_time(seconds, digits))
 
 
 #: Titles of columns that are not run metrics (the metric registry titles the rest).
