@@ -31,6 +31,12 @@ CLOSED_FORMS = {
     # one GPU per host: no intra-host phases, one inter-host ring of M
     ("allreduce", "hierarchical"): (lambda n, m: 2 * (n - 1) * (A + m / (n * GB)), False),
     **SCHEDULED,
+    # all-to-all-v without a matrix is the uniform all-to-all; hierarchical with one GPU per host is
+    # its inter-host exchange alone, the direct all-to-all
+    ("alltoallv", "direct"): SCHEDULED[("alltoall", "direct")],
+    ("alltoallv", "pairwise"): SCHEDULED[("alltoall", "pairwise")],
+    ("alltoallv", "hierarchical"): SCHEDULED[("alltoall", "direct")],
+    ("alltoall", "hierarchical"): SCHEDULED[("alltoall", "direct")],
 }
 
 

@@ -125,7 +125,13 @@ TRAINING = {"type": "training", "model": {"layers": 6, "hidden": 256, "heads": 8
      "tp_comm": {"algorithm": "tree", "channels": 2}},
     {"parallelism": {"tp": 2, "pp": 1, "dp": 8}, "dp_comm": {"algorithm": "halving_doubling", "channels": 2}},
     {"parallelism": {"tp": 1, "pp": 4, "dp": 4}, "partition": [1, 2, 2, 1], "dp_comm": {"algorithm": "tree"}},
-], ids=["plain", "per-layer-tp", "overlap-buckets", "sharded-tree-tp", "dp-only", "explicit-partition"])
+    {"parallelism": {"tp": 2, "pp": 2, "dp": 4}, "moe": {"experts": 8, "top_k": 2, "ep": 4, "expert_hidden": 64,
+                                                         "routing": {"type": "uniform", "sample": False}}},
+    {"parallelism": {"tp": 1, "pp": 2, "dp": 8}, "moe": {"experts": 8, "top_k": 2, "ep": 4, "expert_hidden": 64,
+                                                         "dense_layers": 1, "algorithm": "pairwise",
+                                                         "routing": {"type": "uniform", "sample": False}}},
+], ids=["plain", "per-layer-tp", "overlap-buckets", "sharded-tree-tp", "dp-only", "explicit-partition", "moe",
+        "moe-expert-dp"])
 def test_training_counts(changes):
     _same_counts(*_run(spec_dict(workload={**TRAINING, **changes})))
 

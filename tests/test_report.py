@@ -45,6 +45,10 @@ SMALL = {
                               *[f"jobs.{i}.workload.model.global_batch=2" for i in JOBS4],
                               *[f"jobs.{i}.workload.model.layers=2" for i in JOBS4],
                               *[f"jobs.{i}.iterations=1" for i in JOBS4]],
+    "chakra-tp-dp": [],
+    "schedule-replay": [],
+    "moe-mixtral": ["workload.model.layers=4", "workload.model.global_batch=8", "workload.model.seq_len=512"],
+    "moe-skew": ["workload.model.seq_len=256", "workload.model.layers=2"],
 }
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("*.yaml"))
 

@@ -12,14 +12,16 @@ import sys
 
 import typer
 
-from netsim.cli import inspecting, running
+from netsim.cli import exporting, inspecting, running, traces
 from netsim.cli.app import _RECEIVED, EXIT_CODES, Terminated, app, err, version
 from netsim.errors import NetsimError, interruption
 
 #: The commands, in ``--help`` order (a name where it differs from the function's).
 COMMANDS = ((running.validate, None), (running.run, None), (running.sweep, None),
             (inspecting.report, None), (inspecting.results, None), (inspecting.show, None),
-            (inspecting.schema, None), (inspecting.list_, "list"), (inspecting.topo_, "topo"))
+            (inspecting.schema, None), (inspecting.list_, "list"), (inspecting.topo_, "topo"),
+            (traces.trace_synth, "trace-synth"), (traces.trace_convert, "trace-convert"),
+            (traces.trace_check, "trace-check"), (exporting.export_schedule, "export-schedule"))
 __all__ = ["COMMANDS", "EXIT_CODES", "app", "main", "version"]
 for _command, _name in COMMANDS:
     app.command(_name)(_command)

@@ -94,6 +94,8 @@ def _describe_workload(w) -> str:
                 f"({w.ranks} ranks)")
     if w.type == "sequence":
         return f"{w.mode} sequence of {len(w.steps)} step{'s' * (len(w.steps) != 1)}"
+    if w.type in ("chakra", "schedule"):
+        return f"{w.type} trace {w.path}"
     return f"{w.op}/{w.algorithm} {units.format_size(w.size)}"
 
 
@@ -441,7 +443,7 @@ def _jobs_table(jobs) -> Table:
     table = Table(title="jobs (training: mean per iteration, TFLOPS per GPU, time breakdown = mean over stage "
                         "processes, communicators over TCP as tp/pp/dp)")
     cols = ("job", "kind", "placement", "ranks", "tp/pp/dp", "layers", "iteration", "TFLOPS", "compute",
-            "TP", "PP", "DP", "bubble", "TCP", "slowdown")
+            "TP", "PP", "DP", "EP", "bubble", "TCP", "slowdown")
     for col in cols:
         table.add_column(col, justify="left" if col in ("job", "kind", "placement", "layers") else "right",
                          no_wrap=col in ("job", "placement", "layers"))
@@ -455,7 +457,7 @@ def _jobs_table(jobs) -> Table:
             str(j["name"]), j["kind"], j["placement"], str(j["n_ranks"]),
             f"{j['tp']}/{j['pp']}/{j['dp']}" if training else "-", j["partition"] or "-", t(j["iteration_time_s"]),
             f"{j['tflops_per_gpu']:.1f}" if training else "-", t(j["compute_s"]), t(j["tp_s"]), t(j["pp_s"]),
-            t(j["dp_s"]), t(j["bubble_s"]),
+            t(j["dp_s"]), t(j.get("ep_s", float("nan"))), t(j["bubble_s"]),
             f"{j['tcp_tp']}/{j['tcp_pp']}/{j['tcp_dp']}" if training else "-",
             "-" if j["slowdown"] != j["slowdown"] else f"{j['slowdown']:.3f}x")
     return table

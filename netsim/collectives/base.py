@@ -70,6 +70,7 @@ BUSBW_FACTOR = {
     "reduce_scatter": lambda n: (n - 1) / n,
     "allgather": lambda n: (n - 1) / n,
     "alltoall": lambda n: (n - 1) / n,
+    "alltoallv": lambda n: (n - 1) / n,  # size_bytes: the mean bytes a rank sends
     "broadcast": lambda n: 1.0,
     "reduce": lambda n: 1.0,
 }

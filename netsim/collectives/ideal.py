@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -68,15 +69,27 @@ class IdealModel:
         self.shortcut = True
 
     def ideal(self, op: str, algorithm: str, gpus: Sequence[int], size_bytes: float, *, channels: int = 1,
-              chunk_bytes: float | None = None, tcp: bool = False) -> Ideal:
+              chunk_bytes: float | None = None, tcp: bool = False, matrix: np.ndarray | None = None) -> Ideal:
         """The :class:`Ideal` of ``op``/``algorithm`` over ``gpus`` (rank order) with ``size_bytes``
-        (``tcp``: the communicator mixes NIC families and talks TCP, see ``Topology.mixes_fabrics``)."""
-        key = (op, algorithm, tuple(gpus), size_bytes, channels, chunk_bytes, tcp)
+        (``tcp``: the communicator mixes NIC families and talks TCP, see ``Topology.mixes_fabrics``;
+        ``matrix``: an all-to-all-v's bytes per pair)."""
+        shape = None if matrix is None else hashlib.blake2b(np.ascontiguousarray(matrix, np.float64).tobytes(),
+                                                            digest_size=16).digest()
+        key = (op, algorithm, tuple(gpus), size_bytes, channels, chunk_bytes, tcp, shape)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
+        extra = {} if matrix is None else {"matrix": matrix}
         schedule = build_collective(op, algorithm, gpus, size_bytes, channels=channels, chunk_bytes=chunk_bytes,
-                                    tcp=tcp, gpu_host=self.topology.gpu_host)
+                                    tcp=tcp, gpu_host=self.topology.gpu_host, **extra)
+        return self.of_schedule(key, schedule, len(gpus), tcp)
+
+    def of_schedule(self, key: tuple, schedule, n_ranks: int, tcp: bool = False) -> Ideal:
+        """The :class:`Ideal` of any schedule of ``n_ranks`` ranks, cached under ``key`` (e.g. an
+        all-to-all-v whose ranks start at given offsets)."""
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
         if COMPILED:  # the same replay in one compiled pass (tests/test_ideal_replay.py)
             _times, replay_s, replay = ideal_replay(self.pairs, schedule, tcp)
         else:
@@ -90,7 +103,7 @@ class IdealModel:
             env.run()
             replay_s = env.now
         load_s = replay.load_bound_s()
-        chain = max(replay.sends.values(), default=0) + len(gpus)
+        chain = max(replay.sends.values(), default=0) + n_ranks
         if replay.exclusive and self.shortcut:  # (tests/test_ideal_replay.py checks it against the run)
             time_s = replay_s
         else:

@@ -100,6 +100,7 @@ from netsim.config.specs import (  # noqa: F401  (the package's names, as before
     shorten,
     topology_spec_type,
 )
+from netsim.config.trace_specs import TRACE_TYPES, ChakraWorkload, ScheduleWorkload  # noqa: F401
 from netsim.config.sweepfile import (  # noqa: F401  (the package's names, as before the split)
     MAX_RUNS,
     ExperimentFile,

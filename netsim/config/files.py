@@ -118,6 +118,16 @@ def _resolve_files(data: Any, path: Path) -> Any:
         for i, job in enumerate(data["jobs"]):
             if isinstance(job, dict) and "workload" in job:
                 job["workload"] = _load_workload_file(job["workload"], path, f"jobs.{i}.workload")
+    jobs = data["jobs"] if isinstance(data.get("jobs"), list) else []
+    for workload in [data.get("workload")] + [j.get("workload") for j in jobs if isinstance(j, dict)]:
+        if isinstance(workload, dict) and workload.get("type") in ("chakra", "schedule") \
+                and isinstance(workload.get("path"), str) and workload["path"].strip():
+            workload["path"] = str((path.parent / workload["path"]).absolute())  # relative to the experiment
+    for workload in [data.get("workload")] + [j.get("workload") for j in jobs if isinstance(j, dict)]:
+        experts = workload.get("moe") if isinstance(workload, dict) else None
+        picks = experts.get("routing") if isinstance(experts, dict) else None
+        if isinstance(picks, dict) and isinstance(picks.get("path"), str) and picks["path"].strip():
+            picks["path"] = str((path.parent / picks["path"]).absolute())  # an MoE routing matrix file
     routing = data.get("routing")
     if isinstance(routing, dict) and routing.get("type") == "table" and isinstance(routing.get("file"), str):
         routing["file"] = str((path.parent / routing["file"]).absolute())  # relative to the experiment

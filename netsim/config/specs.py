@@ -15,6 +15,7 @@ from pydantic import (
     model_validator,
 )
 
+from netsim.config.trace_specs import ChakraWorkload, ScheduleWorkload  # noqa: F401  (re-exported)
 from netsim.errors import ConfigError, did_you_mean, shorten
 from netsim.fabrics import topology_spec_type
 from netsim.fabrics.dragonfly import CableSpec, DragonflySpec, FrontierSpec  # noqa: F401  (re-exported)
@@ -224,6 +225,56 @@ class CommSpec(_Spec):
     channels: _count(MAX_CHANNELS) = 1
 
 
+class ExpertRoutingSpec(_Spec):
+    """How tokens choose experts (:mod:`netsim.workload.moe`): ``uniform``, ``zipf`` (popularity
+    skewed by ``skew``), ``node_limited`` (each token reaches at most ``max_nodes`` nodes), or
+    ``file`` (a per-step picks matrix: CSV or Parquet with columns ``step, src, dst, tokens``)."""
+
+    type: Literal["uniform", "zipf", "node_limited", "file"] = "uniform"
+    #: Zipf exponent of expert popularity (``zipf``: default 1.0; ``node_limited``: default 0, uniform).
+    skew: Annotated[float, Field(ge=0, le=10)] | None = None
+    max_nodes: _count(MAX_COUNT) | None = None
+    path: str | None = None
+    #: ``false``: every call uses the expected picks matrix instead of a seeded draw.
+    sample: bool = True
+
+    @model_validator(mode="after")
+    def _options(self) -> ExpertRoutingSpec:
+        if (self.type == "node_limited") != (self.max_nodes is not None):
+            raise ValueError("max_nodes (nodes a token may reach) goes with type node_limited, and only with it")
+        if (self.type == "file") != (self.path is not None):
+            raise ValueError("path (a CSV or Parquet file with columns step, src, dst, tokens) goes with type file, "
+                             "and only with it")
+        if self.type in ("uniform", "file") and self.skew:
+            raise ValueError(f"skew applies to zipf and node_limited routing, not {self.type}")
+        return self
+
+    @property
+    def zipf_skew(self) -> float:
+        """The popularity exponent in effect."""
+        return self.skew if self.skew is not None else (1.0 if self.type == "zipf" else 0.0)
+
+
+class MoESpec(_Spec):
+    """Mixture-of-experts layers (``workload.moe``): ``experts`` routed experts of FFN width
+    ``expert_hidden``, ``top_k`` per token, spread over expert-parallel groups of ``ep`` data-parallel
+    replicas; per MoE layer and pass a dispatch and a combine all-to-all-v among the group."""
+
+    experts: _count(MAX_COUNT)
+    top_k: _count(MAX_COUNT)
+    ep: _count(MAX_COUNT)
+    expert_hidden: _count(MAX_MODEL_DIM)
+    shared_experts: _count(MAX_COUNT, 0) = 0
+    #: The first this many layers are dense (DeepSeek-V3: 3); the rest are MoE layers.
+    dense_layers: _count(MAX_LAYERS, 0) = 0
+    routing: Annotated[ExpertRoutingSpec, BeforeValidator(_policy)] = ExpertRoutingSpec()
+    algorithm: Literal["direct", "pairwise", "hierarchical"] = "direct"
+    #: Bytes per element of the dispatch (1: FP8 as DeepSeek-V3; default the model's dtype_bytes).
+    dispatch_bytes: _count(16) | None = None
+    #: Bytes per element of the combine and of the backward's gradients (default the model's dtype_bytes).
+    combine_bytes: _count(16) | None = None
+
+
 class TrainingWorkload(_Spec):
     """``workload: {type: training, model: {...}, parallelism: {tp, pp, dp}, gpu: a100, ...}``.
 
@@ -251,6 +302,8 @@ class TrainingWorkload(_Spec):
     grad_bytes: _count(16) | None = None
     tp_comm: CommSpec = CommSpec()
     dp_comm: CommSpec = CommSpec()
+    #: Mixture-of-experts layers (absent: a dense model).
+    moe: MoESpec | None = None
     label: str | None = None
 
     @model_validator(mode="after")
@@ -268,6 +321,8 @@ class TrainingWorkload(_Spec):
         if isinstance(self.partition, list) and (len(self.partition) != par.pp or sum(self.partition) != model.layers):
             raise _FieldError(f"an explicit partition needs {par.pp} stage(s) summing to {model.layers} layers, "
                               f"got {self.partition}", "partition")
+        if self.moe is not None:
+            _check_moe(self.moe, par, model)
         from netsim.collectives import get_algorithm
         try:
             get_algorithm("allreduce", self.tp_comm.algorithm, "tp_comm")
@@ -284,7 +339,21 @@ class TrainingWorkload(_Spec):
         return p.tp * p.pp * p.dp
 
 
-Workload = Annotated[CollectiveWorkload | SequenceWorkload | TrainingWorkload, Field(discriminator="type")]
+def _check_moe(moe: MoESpec, par: ParallelismSpec, model: GPTModelSpec) -> None:
+    if par.dp % moe.ep:
+        raise _FieldError(f"ep ({moe.ep}) must divide dp ({par.dp}): expert-parallel groups are made of "
+                          "data-parallel replicas", "moe.ep")
+    if moe.experts % moe.ep:
+        raise _FieldError(f"experts ({moe.experts}) must be a multiple of ep ({moe.ep})", "moe.experts")
+    if moe.top_k > moe.experts:
+        raise _FieldError(f"top_k ({moe.top_k}) cannot exceed experts ({moe.experts})", "moe.top_k")
+    if moe.dense_layers >= model.layers:
+        raise _FieldError(f"dense_layers ({moe.dense_layers}) leaves no MoE layer of {model.layers}",
+                          "moe.dense_layers")
+
+
+Workload = Annotated[CollectiveWorkload | SequenceWorkload | TrainingWorkload | ChakraWorkload | ScheduleWorkload,
+                     Field(discriminator="type")]
 
 
 def _check_workload(w: CollectiveWorkload | SequenceWorkload | TrainingWorkload, path: str = "workload") -> None:
@@ -294,7 +363,7 @@ def _check_workload(w: CollectiveWorkload | SequenceWorkload | TrainingWorkload,
             and path.count(".") <= 1:
         raise ConfigError("at the top level, ranks is the number of ranks to place (an integer); "
                           "select sub-communicators in the steps", f"{path}.ranks")
-    if isinstance(w, TrainingWorkload):
+    if isinstance(w, (TrainingWorkload, ChakraWorkload, ScheduleWorkload)):
         return
     if isinstance(w, SequenceWorkload):
         for i, step in enumerate(w.steps):
@@ -383,7 +452,8 @@ class JobSpec(_Spec):
             _check_workload(self.workload, "workload")
         except ConfigError as exc:
             raise _relocated(exc) from None
-        if not isinstance(self.workload, TrainingWorkload) and self.workload.ranks is None:
+        if not isinstance(self.workload, (TrainingWorkload, ChakraWorkload, ScheduleWorkload)) \
+                and self.workload.ranks is None:
             raise _FieldError("a collective job needs ranks: how many GPUs it occupies", "workload.ranks")
         return self
 

@@ -11,6 +11,7 @@ from pydantic import (
 )
 
 from netsim.config.specs import SWEEP_KEYS, ExperimentSpec
+from netsim.config.trace_specs import TRACE_TYPES
 from netsim.errors import ConfigError, did_you_mean, shorten
 from netsim.fabrics import FABRICS
 from netsim.spectypes import (
@@ -58,7 +59,7 @@ def _yaml_line(root: yaml.Node | None, loc: tuple, exact: bool = False) -> int |
 
 def _clean_loc(loc: tuple) -> tuple:
     # pydantic adds validator/union tags ('function-before[...]', 'leaf_spine') to locations.
-    tags = (*FABRICS.names(), "collective", "sequence", "training")
+    tags = (*FABRICS.names(), "collective", "sequence", "training", *TRACE_TYPES)
     return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in tags)))
 
 

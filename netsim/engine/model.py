@@ -89,7 +89,6 @@ class ConnectionTable:
                 got = ids[key] = len(ids)
                 for column, value in zip(store, key):
                     column.append(value)
-                self._arrays = None
             out[i] = got
         return out
 
@@ -114,9 +113,29 @@ class ConnectionTable:
 
     def column(self, name: str) -> np.ndarray:
         """One column as an array (``tcp`` as bool)."""
-        if self._arrays is None:
-            self._arrays = {f: np.array(c, dtype=bool if f == "tcp" else np.int64) for f, c in zip(_FIELDS, self._cols)}
-        return self._arrays[name]
+        n = len(self._ids)
+        if self._arrays is None or self._arrays["_n"] != n:
+            self._arrays = self._extended(n)
+        return self._arrays[name][:n]
+
+    def _extended(self, n: int) -> dict:
+        """The column arrays grown to ``n`` rows: only rows added since the last call are converted,
+        into arrays of doubling capacity (perf: adding one connection at a time used to rebuild every
+        column, quadratic in connections)."""
+        old = self._arrays
+        have = old["_n"] if old is not None and old["_n"] <= n else 0
+        cap = old[_FIELDS[0]].shape[0] if have else 0
+        out = {"_n": n}
+        for f, c in zip(_FIELDS, self._cols):
+            arr = old[f] if have else None
+            if n > cap:
+                grown = np.empty(max(n, 2 * cap, 64), dtype=bool if f == "tcp" else np.int64)
+                if have:
+                    grown[:have] = arr[:have]
+                arr = grown
+            arr[have:n] = c[have:n]
+            out[f] = arr
+        return out
 
     @property
     def src(self) -> np.ndarray:

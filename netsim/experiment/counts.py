@@ -101,6 +101,14 @@ def collective_call(op: str, algorithm: str, n: int, size: float, channels: int 
         # the leaves (half the ranks in each tree) post all their chunks at once; inner ranks forward
         return CallCounts(messages, 4 * c * (n - 1), "tree", "other", min(4 * (n - 1), n * (n - 1)),
                           min(messages, c * n * k), 6 * c)
+    if algorithm == "hierarchical" and op in ("alltoall", "alltoallv"):
+        # gather to the g - 1 other GPUs of the host, then exchange with the h - 1 other hosts' rail
+        # peers; where the placement is not known, the worst layout (one of g or h is 1)
+        options = [per_host] if per_host > 0 and n % per_host == 0 else \
+            [g for g in _divisors(n) if g <= abs(per_host)] or [1]
+        peers = max(g + n // g - 2 for g in options)
+        return CallCounts(c * n * peers, c * n * peers, "all-pairs", "all", n * peers, c * n * peers,
+                          c * (max(options) - 1) + c * (n // min(options) - 1))
     if algorithm == "hierarchical":
         return _hierarchical(n, size, c, chunk, per_host)
     if algorithm in ("recursive_doubling", "halving_doubling"):
@@ -316,7 +324,10 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
             c = w.tp_comm
             group = RankSet(job, range(s * dp * tp, s * dp * tp + tp), layout)
             bump = slack * 2 * c.channels * TREE_CHUNK
-            if w.tp_granularity == "layer":
+            if w.moe is not None:  # MoE stages run layer by layer: one TP allreduce of 2 activations per layer
+                call, x = tally.call(group, "allreduce", c.algorithm, 2 * act + bump, c.channels, None,
+                                     repeats * 2 * micro * n_layers, groups=dp)
+            elif w.tp_granularity == "layer":
                 call, x = tally.call(group, "allreduce", c.algorithm, act + bump, c.channels, None,
                                      repeats * 2 * micro * 2 * n_layers, groups=dp)
             else:
@@ -341,6 +352,8 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
                            repeats, groups=tp)
             flight, core, gpu = flight + tp * x.flight, core + tp * x.core, gpu + x.nic
         nic = max(nic, gpu)
+    if w.moe is not None:
+        flight, nic, core = _experts(w, job, layout, layers, micro, repeats, tally, Busy(flight, nic, core))
     if pp > 1:  # activations forward and gradients back: one message per TP rank and micro-batch
         tally.messages += 2 * (pp - 1) * micro * dp * tp * repeats
         pipe = RankSet(job, range(0, pp * dp * tp, dp * tp), layout)
@@ -349,6 +362,32 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
         pairs = tally.locality(pipe, CallCounts(0, 0, "pp", "neighbour", 2 * (pp - 1), 0, 0))
         tally.pairs[key[:3]] = tuple(x * dp * tp for x in pairs)
         flight += 2 * (pp - 1) * dp * tp * min(micro, pp)
+    return Busy(flight, nic, core)
+
+
+def _experts(w: TrainingWorkload, job: int, layout: str, layers: list[int], micro: int, repeats: int, tally: Tally,
+             busy: Busy) -> Busy:
+    """An MoE job's all-to-all-v calls (dispatch and combine, forward and backward, per MoE layer and
+    micro-batch on every EP group; every pair counted, an upper bound where routing leaves pairs
+    idle) and its experts' gradient allreduces."""
+    moe, par = w.moe, w.parallelism
+    tp, dp, groups = par.tp, par.dp, par.dp // w.moe.ep
+    flight, nic, core = busy
+    first = 0
+    for s, n_layers in enumerate(layers):
+        moe_layers = sum(1 for layer in range(first, first + n_layers) if layer >= moe.dense_layers)
+        first += n_layers
+        if moe_layers:
+            group = RankSet(job, range(s * dp * tp, s * dp * tp + moe.ep * tp, tp), layout)
+            _call, x = tally.call(group, "alltoallv", moe.algorithm, 1.0, 1, None, repeats * 4 * moe_layers * micro,
+                                  groups=groups * tp)
+            flight, core, nic = flight + groups * tp * x.flight, core + groups * tp * x.core, max(nic, x.nic)
+        if moe_layers and groups > 1:
+            replicas = RankSet(job, range(s * dp * tp, (s + 1) * dp * tp, moe.ep * tp), layout)
+            grads = moe_layers * moe.experts // moe.ep * 3 * w.model.hidden * moe.expert_hidden / tp \
+                * (w.grad_bytes or w.model.dtype_bytes)
+            tally.call(replicas, "allreduce", w.dp_comm.algorithm, grads / w.dp_buckets, w.dp_comm.channels, None,
+                       repeats * w.dp_buckets, groups=tp * moe.ep)
     return Busy(flight, nic, core)
 
 
@@ -371,7 +410,9 @@ def count_workload(spec: ExperimentSpec, shape: FabricShape | None = None) -> Ta
     for i, job in enumerate(spec.job_specs()):
         policy = job.placement or spec.placement
         w = job.workload
-        if isinstance(w, TrainingWorkload):
+        if w.type in ("chakra", "schedule"):  # read from files at placement: not counted before the run
+            jobs.append(Busy(0, 0, 0))
+        elif isinstance(w, TrainingWorkload):
             jobs.append(_training(w, i, policy.type, _layout(policy), job.iterations * w.iterations, tally))
         else:
             n = min(w.ranks or shape.gpus, shape.gpus)

@@ -27,10 +27,10 @@ COLLECTIVE_COLUMNS = ["run_id", "job", "step", "label", "iteration", "op", "algo
 LINK_COLUMNS = ["run_id", "link_id", "src", "dst", "kind", "tier", "capacity_Bps", "bytes", "busy_s",
                 "mean_util", "peak_util", "peak_offered", "spray_peak_offered"]
 ITERATION_COLUMNS = ["run_id", "job", "name", "iteration", "start_s", "end_s", "duration_s", "compute_s", "tp_s",
-                     "pp_s", "dp_s", "bubble_s", "tflops_per_gpu"]
+                     "pp_s", "dp_s", "ep_s", "bubble_s", "tflops_per_gpu"]
 JOB_COLUMNS = ["run_id", "job", "name", "kind", "placement", "n_ranks", "tp", "pp", "dp", "start_s", "end_s",
-               "iterations", "iteration_time_s", "tflops_per_gpu", "compute_s", "tp_s", "pp_s", "dp_s", "bubble_s",
-               "partition", "partition_trials", "nic_families", "comms", "tcp_tp", "tcp_dp", "tcp_pp",
+               "iterations", "iteration_time_s", "tflops_per_gpu", "compute_s", "tp_s", "pp_s", "dp_s", "ep_s",
+               "bubble_s", "partition", "partition_trials", "nic_families", "comms", "tcp_tp", "tcp_dp", "tcp_pp",
                "collective_calls", "slowdown"]
 LINK_SERIES_COLUMNS = ["run_id", "link_id", "src", "dst", "kind", "tier", "t_start_s", "t_end_s", "util"]
 #: The documented columns of each per-run table (``runs`` has one column per spec key besides).
@@ -54,7 +54,7 @@ def iterations_frame(result: RunResult) -> pd.DataFrame:
     """One row per training iteration: time, TFLOPS per GPU and its breakdown (empty without training)."""
     names = {j.index: j.name for j in result.jobs}
     rows = [(result.run_id, r.job, names.get(r.job, ""), r.iteration, r.start_s, r.end_s, r.duration_s, r.compute_s,
-             r.tp_s, r.pp_s, r.dp_s, r.bubble_s, r.tflops_per_gpu)
+             r.tp_s, r.pp_s, r.dp_s, r.ep_s, r.bubble_s, r.tflops_per_gpu)
             for r in sorted(result.iterations, key=lambda r: (r.job, r.iteration))]
     return pd.DataFrame(rows, columns=ITERATION_COLUMNS)
 
@@ -80,7 +80,7 @@ def jobs_frame(result: RunResult) -> pd.DataFrame:
                        partition_trials=json.dumps([{"partition": p, "iteration_s": t}
                                                     for p, t in plan.partition_trials]),
                        **{k: float(np.mean([getattr(r, k) for r in iters])) for k in
-                          ("compute_s", "tp_s", "pp_s", "dp_s", "bubble_s")},
+                          ("compute_s", "tp_s", "pp_s", "dp_s", "ep_s", "bubble_s")},
                        **{f"tcp_{kind}": sum(c.tcp for c in plan.comms if c.kind == kind)
                           for kind in ("tp", "dp", "pp")})
         else:

@@ -22,6 +22,7 @@ from netsim.topology import Topology
 from netsim.collectives.ideal import IdealModel
 from netsim.workload import SequencePlan, plan_workload, run_workload
 from netsim.workload.pipeline import IterationRecord, TrainingPlan, plan_training, run_training, stage_speeds
+from netsim.workload.trace import TracePlan, is_trace, plan_trace, run_trace, trace_ranks
 from netsim.workload.training import partition_layers
 
 
@@ -65,10 +66,10 @@ class JobPlan:
 
     index: int
     name: str
-    kind: str                   #: ``training`` or ``collective``
+    kind: str                   #: ``training``, ``collective`` or ``trace``
     placement: str
     gpus: np.ndarray            #: rank -> GPU
-    plan: SequencePlan | TrainingPlan
+    plan: SequencePlan | TrainingPlan | TracePlan
     start_s: float
     iterations: int
     spec: JobSpec
@@ -90,13 +91,16 @@ def place_jobs(spec: ExperimentSpec, topology: Topology, rng: np.random.Generato
     for i, job in enumerate(spec.job_specs()):
         policy_spec = job.placement or spec.placement
         training = isinstance(job.workload, TrainingWorkload)
-        n_ranks = job.workload.ranks or topology.n_gpus
+        trace = is_trace(job.workload)
         try:
+            n_ranks = trace_ranks(job.workload) if trace else job.workload.ranks or topology.n_gpus
             policy = make_placement(policy_spec.type, policy_spec.options,
                                     path=_job_path(spec, i, "placement") if job.placement else "placement")
             gpus = policy.place(n_ranks, topology, rng, free)
-            if training:
-                plan = plan_training(job.workload, gpus.tolist(), topology, job=i, name=job.name)
+            if trace:
+                plan = plan_trace(job.workload, gpus.tolist(), topology, job=i)
+            elif training:
+                plan = plan_training(job.workload, gpus.tolist(), topology, job=i, name=job.name, seed=spec.seed)
             else:
                 plan = plan_workload(job.workload, gpus.tolist(), topology=topology)
         except ConfigError as exc:
@@ -104,7 +108,8 @@ def place_jobs(spec: ExperimentSpec, topology: Topology, rng: np.random.Generato
                 raise ConfigError(exc.message, _job_path(spec, i, exc.path)) from None
             raise
         free = free[~np.isin(free, gpus)]
-        jobs.append(JobPlan(i, job.name, "training" if training else "collective", policy_spec.type, gpus, plan,
+        kind = "training" if training else "trace" if trace else "collective"
+        jobs.append(JobPlan(i, job.name, kind, policy_spec.type, gpus, plan,
                             job.start, job.iterations, job))
     return jobs
 
@@ -123,6 +128,8 @@ def _job_process(env: Environment, fabric: Fabric, job: JobPlan, records: list, 
         if isinstance(job.plan, TrainingPlan):
             yield env.process(run_training(env, fabric, job.plan, iterations=job.plan.spec.iterations,
                                            records=records, iteration_records=iteration_records, ideal=ideal))
+        elif isinstance(job.plan, TracePlan):
+            yield env.process(run_trace(env, fabric, job.plan, records=records, ideal=ideal, job=job.index))
         else:
             yield env.process(run_workload(env, fabric, job.plan, records=records, ideal=ideal, job=job.index))
     job.ended_s = env.now
@@ -194,7 +201,7 @@ def choose_partitions(spec: ExperimentSpec, topology: Topology, jobs: list[JobPl
         def evaluate(partition: list[int]) -> float:
             key = tuple(partition)
             if key not in tried:
-                plan = plan_training(w, job.gpus.tolist(), topology, job=job.index, name=job.name,
+                plan = plan_training(w, job.gpus.tolist(), topology, job=job.index, name=job.name, seed=spec.seed,
                                      partition=partition)
                 one = JobPlan(job.index, job.name, "training", job.placement, job.gpus, plan, 0.0, 1, job.spec)
                 alone = spec.model_copy(update={"engine": spec.engine.model_copy(
@@ -206,7 +213,7 @@ def choose_partitions(spec: ExperimentSpec, topology: Topology, jobs: list[JobPl
 
         even = list(job.plan.partition)
         evaluate(even)
-        speeds = stage_speeds(plan_training(w, job.gpus.tolist(), topology, partition=even), tried[tuple(even)][1])
+        speeds = stage_speeds(plan_training(w, job.gpus.tolist(), topology, partition=even, seed=spec.seed), tried[tuple(even)][1])
         best = partition_layers(job.plan.model.layers, speeds)
         best_t = evaluate(best)
         if evaluate(even) < best_t:
@@ -225,7 +232,8 @@ def choose_partitions(spec: ExperimentSpec, topology: Topology, jobs: list[JobPl
                 if not scored or scored[0][0] >= best_t * (1 - 1e-9):
                     break
                 best_t, best = scored[0]
-        job.plan = plan_training(w, job.gpus.tolist(), topology, job=job.index, name=job.name, partition=best)
+        job.plan = plan_training(w, job.gpus.tolist(), topology, job=job.index, name=job.name, partition=best,
+                                 seed=spec.seed)
         job.plan.partition_trials = [(list(k), v[0]) for k, v in tried.items()]
 
 

@@ -16,7 +16,7 @@ from netsim.experiment.summary import interval
 from netsim.report.display import format_value, human_time
 
 BREAKDOWN = {"compute_s": "compute", "tp_s": "exposed TP", "pp_s": "exposed PP", "dp_s": "exposed DP",
-             "bubble_s": "bubble"}
+             "ep_s": "exposed EP", "bubble_s": "bubble"}
 
 
 def _wrap(header: str) -> str:

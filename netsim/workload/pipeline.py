@@ -28,9 +28,11 @@ import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
+import numpy as np
 import simpy
 
 from netsim.collectives import CollectiveRecord, get_algorithm, run_collective
+from netsim.engine.reference import run_schedule
 from netsim.collectives.ideal import IdealModel
 from netsim.config import TrainingWorkload
 from netsim.engine import Fabric
@@ -38,10 +40,11 @@ from netsim.engine.model import ScheduleBuilder
 from netsim.errors import ConfigError
 from netsim.routing.base import Connection
 from netsim.topology import Topology
+from netsim.workload.moe import MoEPlan, read_picks
 from netsim.workload.training import (GPU_PROFILES, GPTModel, GPUProfile, Parallelism, one_f_one_b_order,
                                      partition_layers)
 
-BREAKDOWN = ("compute_s", "tp_s", "pp_s", "dp_s", "bubble_s")
+BREAKDOWN = ("compute_s", "tp_s", "pp_s", "dp_s", "ep_s", "bubble_s")
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,11 @@ class TrainingPlan:
     dp_groups: dict[tuple[int, int], Communicator] = field(default_factory=dict)   #: (stage, tp index)
     pp_groups: dict[tuple[int, int], Communicator] = field(default_factory=dict)   #: (replica, tp index)
     partition_trials: list[tuple[list[int], float]] = field(default_factory=list)  #: (partition, iteration s)
+    #: MoE: expert-parallel groups (stage, EP group, tp index) and expert-data-parallel groups
+    #: (stage, tp index, position in the EP group) that synchronise the experts' gradients.
+    ep_groups: dict[tuple[int, int, int], Communicator] = field(default_factory=dict)
+    edp_groups: dict[tuple[int, int, int], Communicator] = field(default_factory=dict)
+    experts: MoEPlan | None = None   #: the MoE layers' costs and token routing (None: a dense model)
 
     @property
     def micro_batches(self) -> int:
@@ -83,12 +91,38 @@ class TrainingPlan:
         """Megatron's rank of (stage, data-parallel replica, tensor-parallel index)."""
         return (stage * self.par.dp + replica) * self.par.tp + tp_index
 
-    def forward_s(self, stage: int) -> float:
-        """One micro-batch's forward compute on one GPU of ``stage`` (its layers, the logits on the last)."""
-        flops = self.partition[stage] * self.model.layer_forward_flops()
+    def stage_layers(self, stage: int) -> range:
+        """The model's layer indices on ``stage``."""
+        first = sum(self.partition[:stage])
+        return range(first, first + self.partition[stage])
+
+    def layer_flops(self, stage: int) -> list[float]:
+        """Forward FLOPs of each layer of ``stage`` on one micro-batch, without routed experts (the
+        logits added to the last stage's last layer)."""
+        out = [self.experts.layer_flops(layer) if self.experts else self.model.layer_forward_flops()
+               for layer in self.stage_layers(stage)]
         if stage == self.par.pp - 1:
-            flops += self.model.logits_forward_flops()
+            out[-1] += self.model.logits_forward_flops()
+        return out
+
+    def forward_s(self, stage: int) -> float:
+        """One micro-batch's forward compute on one GPU of ``stage`` (its layers, the logits on the last;
+        for MoE layers all but the routed experts, whose time depends on the tokens they receive)."""
+        if self.experts is None:
+            flops = self.partition[stage] * self.model.layer_forward_flops()
+            if stage == self.par.pp - 1:
+                flops += self.model.logits_forward_flops()
+        else:
+            flops = sum(self.layer_flops(stage))
         return self.gpu.seconds(flops / self.par.tp)
+
+    def iteration_flops(self) -> float:
+        """Model FLOPs of one iteration (MoE: routed experts at their expected load)."""
+        if self.experts is None:
+            return self.model.iteration_flops()
+        per_micro = sum(self.experts.layer_flops(layer) + self.experts.expected_expert_flops(layer)
+                        for layer in range(self.model.layers)) + self.model.logits_forward_flops()
+        return 3.0 * per_micro * self.model.global_batch / self.model.micro_batch
 
     def backward_s(self, stage: int) -> float:
         """Backward compute: twice the forward (no activation recomputation)."""
@@ -98,7 +132,8 @@ class TrainingPlan:
         """Parameters held by ``stage`` (its layers; the embedding on the first stage, the tied output
         embedding's copy on the last)."""
         m, p = self.model, self.par.pp
-        params = self.partition[stage] * m.layer_params
+        params = self.partition[stage] * m.layer_params if self.experts is None else \
+            sum(self.experts.layer_params(layer) for layer in self.stage_layers(stage))
         if stage == 0:
             params += m.embedding_params
         if stage == p - 1 and p > 1:
@@ -109,6 +144,14 @@ class TrainingPlan:
         """Gradient bytes one GPU of ``stage`` synchronises per iteration (its 1/tp shard of the stage)."""
         per = self.spec.grad_bytes or self.model.dtype_bytes
         return self.stage_params(stage) / self.par.tp * per
+
+    def expert_grad_bytes(self, stage: int) -> float:
+        """MoE: routed-expert gradient bytes one GPU of ``stage`` synchronises with its expert-data-parallel
+        group (the experts it holds, a 1/tp shard)."""
+        if self.experts is None:
+            return 0.0
+        per = self.spec.grad_bytes or self.model.dtype_bytes
+        return sum(self.experts.expert_params(layer) for layer in self.stage_layers(stage)) / self.par.tp * per
 
     def param_bytes(self, stage: int) -> float:
         """Parameter bytes one GPU of ``stage`` holds (what a sharded optimizer allgathers)."""
@@ -138,11 +181,12 @@ def model_of(spec: TrainingWorkload) -> GPTModel:
 
 
 def plan_training(spec: TrainingWorkload, gpus: list[int], topology: Topology, *, job: int = 0, name: str = "",
-                  partition: list[int] | None = None) -> TrainingPlan:
+                  partition: list[int] | None = None, seed: int = 0) -> TrainingPlan:
     """Resolve a training job on its placed GPUs (rank -> GPU): communicators, transports, partition.
 
     ``partition`` (layers per stage) defaults to the spec's explicit list, else the even split;
     the ``proportional`` and ``search`` strategies are applied by :func:`choose_partition`.
+    ``seed`` (the run's) seeds an MoE job's token routing, with the job's index.
     """
     p = spec.parallelism
     par = Parallelism(p.tp, p.pp, p.dp, p.sharded_optimizer, p.overlap_dp)
@@ -168,8 +212,38 @@ def plan_training(spec: TrainingWorkload, gpus: list[int], topology: Topology, *
     for d in range(par.dp):
         for k in range(par.tp):
             plan.pp_groups[(d, k)] = add("pp", len(plan.pp_groups), [plan.rank(s, d, k) for s in range(par.pp)])
+    if spec.moe is not None:
+        _plan_experts(plan, topology, add, seed)
     _check_algorithms(plan, topology)
     return plan
+
+
+def _plan_experts(plan: TrainingPlan, topology: Topology, add: Callable, seed: int) -> None:
+    """An MoE job's EP groups (``ep`` consecutive replicas of a stage and TP index) and its
+    expert-data-parallel groups (the same position in every EP group), and its :class:`MoEPlan`."""
+    moe, par = plan.spec.moe, plan.par
+    groups = par.dp // moe.ep
+    for s in range(par.pp):
+        for g in range(groups):
+            for k in range(par.tp):
+                plan.ep_groups[(s, g, k)] = add("ep", len(plan.ep_groups),
+                                                [plan.rank(s, g * moe.ep + e, k) for e in range(moe.ep)])
+    if groups > 1:
+        for s in range(par.pp):
+            for k in range(par.tp):
+                for e in range(moe.ep):
+                    plan.edp_groups[(s, k, e)] = add("edp", len(plan.edp_groups),
+                                                     [plan.rank(s, g * moe.ep + e, k) for g in range(groups)])
+    files = read_picks(moe.routing.path, moe.ep) if moe.routing.type == "file" else None
+    plan.experts = MoEPlan(moe, plan.model, int(np.random.SeedSequence([seed, plan.job]).generate_state(1)[0]),
+                           plan.micro_batches, files)
+    if moe.algorithm == "hierarchical":
+        for comm in plan.ep_groups.values():
+            hosts = np.unique(topology.gpu_host[list(comm.gpus)], return_counts=True)[1]
+            if len(set(hosts.tolist())) > 1:
+                raise ConfigError(f"hierarchical all-to-all needs the same number of EP ranks on every host; an EP "
+                                  f"group has {sorted(set(hosts.tolist()))} (place whole hosts, or use direct)",
+                                  "workload.moe.algorithm")
 
 
 def _check_algorithms(plan: TrainingPlan, topology: Topology) -> None:
@@ -210,6 +284,7 @@ class IterationRecord:
     tp_s: float
     pp_s: float
     dp_s: float
+    ep_s: float
     bubble_s: float
     flops: float
     world: int
@@ -251,6 +326,8 @@ class _Iteration:
         self.buckets: dict[tuple[int, int], list] = {}
         self.account: dict[tuple[int, int], dict[str, float]] = {}
         self.order = one_f_one_b_order(plan.par.pp, plan.micro_batches)
+        self.moe_meet: dict[tuple, list] = {}           #: MoE layer rendezvous: key -> [arrived, event]
+        self.picks: dict[tuple, np.ndarray] = {}         #: forward picks, reused by the backward
 
     # ------------------------------------------------------------------ collectives
     def _collective(self, op: str, algorithm: str, comm: Communicator, size: float, channels: int,
@@ -274,9 +351,12 @@ class _Iteration:
                                     c.channels, "tp")
 
     def _pass(self, stage: int, replica: int, compute_s: float, acct: dict, pieces: int = 1,
-              after_piece: Callable[[int], None] | None = None) -> Generator:
+              after_piece: Callable[[int], None] | None = None, op: str = "F", micro: int = 0) -> Generator:
         """Compute one forward/backward pass with its TP allreduces, optionally in ``pieces``."""
         env, plan = self.env, self.plan
+        if plan.experts is not None:
+            yield from self._moe_pass(stage, replica, compute_s, acct, pieces, after_piece, op, micro)
+            return
         if plan.spec.tp_granularity == "layer" and plan.par.tp > 1:
             # attention and MLP blocks of every layer each end with an allreduce of b s h elements
             steps, size = 2 * plan.partition[stage], plan.model.activation_bytes()
@@ -294,6 +374,121 @@ class _Iteration:
                 while fired < (i + 1) * pieces // steps:
                     after_piece(fired)
                     fired += 1
+
+    # ------------------------------------------------------------------ mixture of experts
+    def _moe_pass(self, stage: int, replica: int, compute_s: float, acct: dict, pieces: int,
+                  after_piece: Callable[[int], None] | None, op: str, micro: int) -> Generator:
+        """One pass of an MoE model's stage, layer by layer: the layer's own compute and TP allreduce,
+        and in MoE layers the expert-parallel all-to-alls around the routed experts (forward: after
+        attention; backward: before it)."""
+        env, plan = self.env, self.plan
+        layers = list(plan.stage_layers(stage))
+        flops = plan.layer_flops(stage)
+        weights = [f / sum(flops) for f in flops]
+        if op == "B":
+            layers, weights = layers[::-1], weights[::-1]
+        tp_size = plan.tp_bytes(stage) / len(layers)
+        fired = 0
+        for i, (layer, weight) in enumerate(zip(layers, weights)):
+            if op == "B" and plan.experts.is_moe(layer):
+                yield from self._moe(stage, replica, layer, micro, op, acct)
+            t = env.now
+            yield env.timeout(compute_s * weight)
+            acct["compute_s"] += env.now - t
+            t = env.now
+            yield from self._tp(stage, replica, tp_size)
+            acct["tp_s"] += env.now - t
+            if op == "F" and plan.experts.is_moe(layer):
+                yield from self._moe(stage, replica, layer, micro, op, acct)
+            if after_piece is not None:
+                while fired < (i + 1) * pieces // len(layers):
+                    after_piece(fired)
+                    fired += 1
+
+    def _moe(self, stage: int, replica: int, layer: int, micro: int, op: str, acct: dict) -> Generator:
+        """Join the EP group's rendezvous for this MoE layer; the last replica to arrive starts it.
+        The replica's own expert compute counts as compute, the rest of the layer as exposed EP."""
+        ep = self.plan.spec.moe.ep
+        group, position = divmod(replica, ep)
+        key = (op, stage, group, layer, micro)
+        state = self.moe_meet.setdefault(key, [0, self.env.event()])
+        state[0] += 1
+        if state[0] == ep:
+            self.env.process(self._run_moe(key, state[1]))
+        t = self.env.now
+        own = (yield state[1])[position]
+        acct["compute_s"] += own
+        acct["ep_s"] += self.env.now - t - own
+
+    def _run_moe(self, key: tuple, done: simpy.Event) -> Generator:
+        """One MoE layer of one EP group (every TP index at once) as one schedule: dispatch
+        all-to-all-v, each rank's routed experts (a delay by the tokens it received), combine
+        all-to-all-v starting on each rank when its experts are done. Records both all-to-alls."""
+        op, stage, group, layer, micro = key
+        plan, env = self.plan, self.env
+        moe, experts, h, tp = plan.spec.moe, plan.experts, plan.model.hidden, plan.par.tp
+        dispatch = (moe.dispatch_bytes or plan.model.dtype_bytes) if op == "F" else \
+            (moe.combine_bytes or plan.model.dtype_bytes)
+        combine = moe.combine_bytes or plan.model.dtype_bytes
+        build = get_algorithm("alltoallv", moe.algorithm, "workload.moe.algorithm")
+        b, phases = ScheduleBuilder(), []
+        expert_s = np.zeros(moe.ep)
+        for k in range(tp):
+            comm = plan.ep_groups[(stage, group, k)]
+            call = (self.iteration, stage, group, k, micro)
+            if op == "F":
+                picks = self.picks[(layer, *call)] = experts.picks(
+                    layer, self.fabric.topology.gpu_host[list(comm.gpus)], call)
+            else:
+                picks = self.picks.pop((layer, *call))
+            first, second = picks * (h * dispatch / tp), picks.T * (h * combine / tp)
+            seconds = np.array([self.plan.gpu.seconds(f) for f in
+                                picks.sum(axis=0) * experts.pick_flops() * (1 if op == "F" else 2) / tp])
+            expert_s = np.maximum(expert_s, seconds)
+            marks = [b.n_tasks]
+            ends = build(b, list(comm.gpus), 0.0, job=plan.job, comm=comm.comm, tcp=comm.tcp,
+                         gpu_host=self.fabric.topology.gpu_host, matrix=first)
+            marks.append(b.n_tasks)
+            ready = b.delay(seconds, after=ends)
+            marks.append(b.n_tasks)
+            build(b, list(comm.gpus), 0.0, job=plan.job, comm=comm.comm, tcp=comm.tcp,
+                  gpu_host=self.fabric.topology.gpu_host, matrix=second, ready=ready)
+            marks.append(b.n_tasks)
+            phases.append((comm, marks, first, second))
+        start = env.now
+        run = run_schedule(env, self.fabric, b.build())
+        yield run.done
+        times = np.array(run.times)
+        names = ("dispatch", "combine") if op == "F" else ("combine_grad", "dispatch_grad")
+        for comm, (lo, mid, ready, hi), first, second in phases:
+            sent = times[lo:mid].max() if mid > lo else start
+            began = times[mid:ready]  # each rank's experts done: its combine may start
+            self._record_alltoallv(comm, first, start, sent, f"ep_{names[0]}", None)
+            self._record_alltoallv(comm, second, began.min(), times[ready:hi].max() if hi > ready else began.max(),
+                                   f"ep_{names[1]}", began - began.min())
+        done.succeed(expert_s)
+
+    def _record_alltoallv(self, comm: Communicator, matrix: np.ndarray, start: float, end: float, label: str,
+                          offsets: np.ndarray | None) -> None:
+        """One all-to-all-v call; with ``offsets`` (when each rank became ready after the first) its
+        ideal and bound start each rank at its offset, so experts' skew is not counted against the fabric."""
+        algorithm = self.plan.spec.moe.algorithm
+        n = len(comm.gpus)
+        size = float(matrix.sum() - np.trace(matrix)) / n
+        bound = None
+        if self.ideal is not None and offsets is None:
+            bound = self.ideal.ideal("alltoallv", algorithm, comm.gpus, 0.0, tcp=comm.tcp, matrix=matrix)
+        elif self.ideal is not None:
+            b = ScheduleBuilder()
+            build = get_algorithm("alltoallv", algorithm)
+            build(b, list(comm.gpus), 0.0, tcp=comm.tcp, gpu_host=self.fabric.topology.gpu_host, matrix=matrix,
+                  ready=b.delay(offsets))
+            key = ("alltoallv+offsets", algorithm, comm.gpus, comm.tcp, matrix.tobytes(), offsets.tobytes())
+            bound = self.ideal.of_schedule(key, b.build(), n, comm.tcp)
+        self.records.append(CollectiveRecord(
+            self.plan.job, self.iteration, "alltoallv", algorithm, size, n, 1, start, end,
+            ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,
+            slack_s=self.fabric.tolerance_s * bound.chain if bound else 0.0, label=label, comm=comm.comm))
 
     # ------------------------------------------------------------------ pipeline sends
     def _send(self, direction: str, src_stage: int, dst_stage: int, replica: int, micro: int) -> None:
@@ -351,6 +546,10 @@ class _Iteration:
             else:
                 procs.append(env.process(self._collective("allreduce", c.algorithm, comm,
                                                           plan.grad_bytes(stage) * share, c.channels, "dp")))
+        if plan.edp_groups:  # MoE: each routed expert's gradients over its replicas in the other EP groups
+            procs += [env.process(self._collective("allreduce", c.algorithm, plan.edp_groups[(stage, k, e)],
+                                                   plan.expert_grad_bytes(stage) * share, c.channels, "edp"))
+                      for k in range(plan.par.tp) for e in range(plan.spec.moe.ep)]
         yield env.all_of(procs)
         if plan.par.sharded_optimizer and bucket == plan.spec.dp_buckets - 1:
             procs = [env.process(self._collective("allgather", c.algorithm, plan.dp_groups[(stage, k)],
@@ -373,7 +572,7 @@ class _Iteration:
             if op == "F":
                 if stage > 0:
                     yield from self._receive("F", stage, replica, j, acct)
-                yield from self._pass(stage, replica, plan.forward_s(stage), acct)
+                yield from self._pass(stage, replica, plan.forward_s(stage), acct, op="F", micro=j)
                 if stage < p - 1:
                     self._send("F", stage, stage + 1, replica, j)
             else:
@@ -381,9 +580,10 @@ class _Iteration:
                     yield from self._receive("B", stage, replica, j, acct)
                 if last and overlap:
                     yield from self._pass(stage, replica, plan.backward_s(stage), acct, pieces=plan.spec.dp_buckets,
-                                          after_piece=lambda b: pending.append(self._dp_bucket(stage, b)))
+                                          after_piece=lambda b: pending.append(self._dp_bucket(stage, b)),
+                                          op="B", micro=j)
                 else:
-                    yield from self._pass(stage, replica, plan.backward_s(stage), acct)
+                    yield from self._pass(stage, replica, plan.backward_s(stage), acct, op="B", micro=j)
                 if stage > 0:
                     self._send("B", stage, stage - 1, replica, j)
         t = env.now
@@ -405,7 +605,7 @@ def run_training(env: simpy.Environment, fabric: Fabric, plan: TrainingPlan, *, 
     for comm in plan.comms:
         if comm.tcp:
             fabric.use_tcp(plan.job, comm.comm)
-    flops = plan.model.iteration_flops()
+    flops = plan.iteration_flops()
     for _ in range(iterations):
         it = sum(1 for r in iteration_records if r.job == plan.job)
         start = env.now

@@ -1,0 +1,283 @@
+"""Chakra execution traces: the encoding, the mapping to schedules (closed forms on a non-blocking
+fabric), process groups and messages, bad traces, and the YAML/CLI path."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from netsim.cli import app
+from netsim.config import parse_spec
+from netsim.engine.schedule_io import read_schedule, write_schedule
+from netsim.errors import ConfigError
+from netsim.experiment.run import run_experiment
+from netsim.workload import chakra_proto as pb
+from netsim.workload.chakra import (
+    build_trace,
+    coll_node,
+    comp_node,
+    read_trace,
+    recv_node,
+    send_node,
+    write_trace,
+)
+
+runner = CliRunner()
+GB = 1e9
+MiB = 2**20
+
+#: 4 single-GPU hosts on 2 leaves, 2 spines, everything 1 GB/s and no latency: non-blocking for a ring.
+TOPOLOGY = {"type": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2, "gpus_per_host": 1,
+            "nics_per_host": 1, "nic": {"bandwidth": "1GB/s", "latency": "0s"},
+            "uplink": {"bandwidth": "1GB/s", "latency": "0s"}, "intra_host": {"bandwidth": "100GB/s", "latency": "0s"}}
+
+
+def spec_for(workload: dict, **extra):
+    return parse_spec({"name": "t", "topology": TOPOLOGY, "workload": workload, **extra})
+
+
+def compute_allreduce_sendrecv(prefix, n=4, compute_us=100, size=64 * MiB, msg=8 * MiB):
+    """Every rank computes, then allreduces; then rank 0 sends to rank 1, which computes on the result."""
+    ranks = []
+    for r in range(n):
+        nodes = [comp_node(10, compute_us), coll_node(11, "allreduce", size, deps=[10])]
+        if r == 0:
+            nodes.append(send_node(12, 0, 1, msg, tag=3, deps=[11]))
+        if r == 1:
+            nodes += [recv_node(12, 0, 1, msg, tag=3, deps=[11]), comp_node(13, 50, deps=[12])]
+        ranks.append(nodes)
+    return write_trace(prefix, ranks)
+
+
+# ---------------------------------------------------------------------------------- encoding
+def test_field_numbers_follow_et_def_proto():
+    # Node: id = 1 (varint), type = 3 (enum), duration_micros = 7; AttributeProto: name = 1, int64_val = 9
+    raw = bytes([0x08, 0x05, 0x18, 0x04, 0x38, 0x07, 0x52, 0x0B, 0x0A, 0x07]) + b"num_ops" + bytes([0x48, 0x2A])
+    node = pb.Node.FromString(raw)
+    assert (node.id, node.type, node.duration_micros) == (5, pb.NODE_TYPES["COMP_NODE"], 7)
+    assert node.attr[0].name == "num_ops" and pb.attr_value(node.attr[0]) == 42
+    # and back: the same bytes
+    assert node.SerializeToString() == raw
+
+
+def test_stream_framing_round_trip():
+    msgs = [pb.GlobalMetadata(version="0.0.4"), comp_node(0, 3), coll_node(1, "ALL_TO_ALL", 300, deps=[0])]
+    data = pb.encode_stream(msgs)
+    frames = list(pb.split_stream(data))
+    assert frames[0][0] == 0 and len(frames) == 3
+    assert pb.Node.FromString(frames[2][1]).ctrl_deps == [0]
+    with pytest.raises(pb.FramingError, match="claims"):
+        list(pb.split_stream(data[:-1]))
+
+
+def test_write_and_read_a_trace(tmp_path):
+    files = compute_allreduce_sendrecv(tmp_path / "tr" / "x")
+    assert [f.name for f in files] == ["x.0.et", "x.1.et", "x.2.et", "x.3.et"]
+    trace = read_trace(tmp_path / "tr" / "x")
+    assert trace.ranks == 4 and trace.versions == ["0.0.4"] * 4
+    recv = trace.nodes[1][2]
+    assert recv.type_name == "COMM_RECV_NODE" and recv.attrs["comm_src"] == 0 and recv.deps == (11,)
+    assert trace.nodes[0][0].duration_s == pytest.approx(100e-6)
+
+
+# ---------------------------------------------------------------------------------- closed forms
+def test_compute_allreduce_sendrecv_closed_form(tmp_path):
+    compute_allreduce_sendrecv(tmp_path / "x")
+    result = run_experiment(spec_for({"type": "chakra", "path": str(tmp_path / "x")}))
+    n, size, msg = 4, 64 * MiB, 8 * MiB
+    ring = 2 * (n - 1) / n * size / GB          # ring allreduce on a non-blocking fabric
+    expected = 100e-6 + ring + msg / GB + 50e-6  # compute, allreduce, the message, rank 1's compute
+    assert result.sim_time_s == pytest.approx(expected, rel=1e-9)
+    (call,) = result.collectives
+    assert (call.op, call.algorithm, call.n_ranks, call.size_bytes) == ("allreduce", "ring", 4, size)
+    assert call.start_s == pytest.approx(100e-6) and call.duration_s == pytest.approx(ring, rel=1e-9)
+    assert call.ideal_s == pytest.approx(ring, rel=1e-9) and not call.below_bound
+    assert result.jobs[0].kind == "trace"
+
+
+def test_staggered_entry_and_algorithm_choice(tmp_path):
+    """Rank 3 computes longer: the call starts with the first rank and ends after the last could finish."""
+    ranks = [[comp_node(0, 300 if r == 3 else 100), coll_node(1, "allreduce", 4 * MiB, deps=[0])] for r in range(4)]
+    write_trace(tmp_path / "s", ranks)
+    for algorithm in ("ring", "recursive_doubling"):
+        result = run_experiment(spec_for({"type": "chakra", "path": str(tmp_path / "s"),
+                                          "algorithms": {"allreduce": algorithm}}))
+        (call,) = result.collectives
+        assert call.algorithm == algorithm and call.start_s == pytest.approx(100e-6)
+        assert call.end_s >= 300e-6 + call.ideal_s * (1 - 1e-9)
+    ring = 2 * 3 / 4 * 4 * MiB / GB
+    result = run_experiment(spec_for({"type": "chakra", "path": str(tmp_path / "s")}))
+    assert result.sim_time_s == pytest.approx(300e-6 + ring, rel=1e-6)  # the ring waits for its slowest rank
+
+
+def test_process_groups_run_concurrently_and_match_by_order(tmp_path):
+    """Two groups of two ranks: each allreduces twice; the groups share nothing, so both take the closed form."""
+    ranks = []
+    for r in range(4):
+        pg = "a" if r < 2 else "b"
+        ranks.append([coll_node(1, "allreduce", 2 * MiB, pg_name=pg), coll_node(2, "allgather", 4 * MiB, deps=[1],
+                                                                                pg_name=pg)])
+    write_trace(tmp_path / "g", ranks)
+    result = run_experiment(spec_for({"type": "chakra", "path": str(tmp_path / "g")}))
+    assert len(result.collectives) == 4
+    one = 2 * MiB / GB + 4 * MiB / 2 / GB  # allreduce 2(n-1)/n M/B, allgather (n-1)/n M/B with n = 2
+    assert result.sim_time_s == pytest.approx(one, rel=1e-9)
+    assert {c.comm for c in result.collectives} == {0, 1} and {c.n_ranks for c in result.collectives} == {2}
+    # explicit groups that contradict the files are refused
+    with pytest.raises(ConfigError, match="rank 1 is not a member of process group 'a'"):
+        run_experiment(spec_for({"type": "chakra", "path": str(tmp_path / "g"), "groups": {"a": [0, 2]}}))
+
+
+def test_data_deps_and_ops_per_s(tmp_path):
+    node = comp_node(0, 0, num_ops=("int64_val", 2_000_000))
+    dep = comp_node(1, 10)
+    dep.data_deps.append(0)  # a data dependency, not a control one
+    write_trace(tmp_path / "c", [[node, dep]])
+    result = run_experiment(spec_for({"type": "chakra", "path": str(tmp_path / "c"), "ops_per_s": 1e12}))
+    assert result.sim_time_s == pytest.approx(2e-6 + 10e-6)
+    result = run_experiment(spec_for({"type": "chakra", "path": str(tmp_path / "c")}))
+    assert result.sim_time_s == pytest.approx(10e-6)  # no duration and no rate: the node costs nothing
+
+
+def test_schedule_export_runs_the_same(tmp_path):
+    compute_allreduce_sendrecv(tmp_path / "x", size=8 * MiB)
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump({"name": "t", "topology": TOPOLOGY, "workload": {"type": "chakra", "path": "x"}}))
+    result = runner.invoke(app, ["export-schedule", str(exp), str(tmp_path / "s.parquet")])
+    assert result.exit_code == 0, result.output
+    a = run_experiment(spec_for({"type": "chakra", "path": str(tmp_path / "x")}))
+    b = run_experiment(spec_for({"type": "schedule", "path": str(tmp_path / "s.parquet")}))
+    assert a.sim_time_s == pytest.approx(b.sim_time_s, rel=1e-12)
+    # a collective workload exported and replayed: the same time as the call itself
+    coll = {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "4MiB", "iterations": 2}
+    exp.write_text(yaml.safe_dump({"name": "t", "topology": TOPOLOGY, "workload": coll}))
+    result = runner.invoke(app, ["export-schedule", str(exp), str(tmp_path / "c.parquet")])
+    assert result.exit_code == 0, result.output
+    a = run_experiment(spec_for(coll))
+    b = run_experiment(spec_for({"type": "schedule", "path": str(tmp_path / "c.parquet")}))
+    assert a.sim_time_s == pytest.approx(b.sim_time_s, rel=1e-12)
+    assert len(read_schedule(tmp_path / "c.parquet").connections) == 4
+
+
+def test_determinism(tmp_path):
+    compute_allreduce_sendrecv(tmp_path / "x", size=4 * MiB)
+    spec = spec_for({"type": "chakra", "path": str(tmp_path / "x"), "iterations": 2}, seed=3, routing="ecmp")
+    a, b = run_experiment(spec), run_experiment(spec)
+    assert a.collectives == b.collectives and a.sim_time_s == b.sim_time_s
+    assert [c.iteration for c in a.collectives] == [0, 1]
+
+
+def test_trace_schedule_round_trips_through_parquet(tmp_path):
+    compute_allreduce_sendrecv(tmp_path / "x")
+    schedule, calls = build_trace(read_trace(tmp_path / "x"), [0, 1, 2, 3])
+    back = read_schedule(write_schedule(schedule, tmp_path / "s.parquet"))
+    assert np.array_equal(back.dep_idx, schedule.dep_idx) and back.connections.connections() == \
+        schedule.connections.connections()
+    assert len(calls) == 1 and calls[0].ranks == [0, 1, 2, 3]
+
+
+# ---------------------------------------------------------------------------------- bad traces
+def _bad(tmp_path, ranks, match, **kw):
+    write_trace(tmp_path / "bad", ranks)
+    with pytest.raises(ConfigError, match=match) as err:
+        build_trace(read_trace(tmp_path / "bad"), list(range(len(ranks))), **kw)
+    return str(err.value)
+
+
+def test_missing_dependency_and_cycle(tmp_path):
+    msg = _bad(tmp_path, [[comp_node(0, 1, deps=[9])]], "node 0: depends on node 9, which is not in the file")
+    assert msg.startswith(str(tmp_path / "bad.0.et"))
+    _bad(tmp_path, [[comp_node(0, 1, deps=[1]), comp_node(1, 1, deps=[0])]], "cycle")
+
+
+def test_unmatched_collectives_and_messages(tmp_path):
+    ar = coll_node(1, "allreduce", 10)
+    msg = _bad(tmp_path, [[ar, coll_node(2, "allreduce", 10, deps=[1])], [ar]],
+               "node 2 .*: collective #1 on process group '' has no match on rank 1")
+    assert "bad.0.et" in msg
+    _bad(tmp_path, [[send_node(5, 0, 1, 10)], [comp_node(0, 1)]], "node 5 .*no matching receive")
+    _bad(tmp_path, [[coll_node(1, "allreduce", 10)], [coll_node(1, "allreduce", 20)]], "does not match the same call")
+    _bad(tmp_path, [[coll_node(1, "GATHER", 10)], [coll_node(1, "GATHER", 10)]], "GATHER is not supported")
+    _bad(tmp_path, [[send_node(5, 0, 7, 10)], []], "comm_dst 7 must be another rank")
+
+
+def test_deadlock_across_ranks(tmp_path):
+    """Each rank receives before it sends: nothing can start."""
+    ranks = [[recv_node(0, 1, 0, 10), send_node(1, 0, 1, 10, deps=[0])],
+             [recv_node(0, 0, 1, 10), send_node(1, 1, 0, 10, deps=[0])]]
+    _bad(tmp_path, ranks, "deadlock: the receive waits for the message 1->0")
+
+
+def test_corrupt_and_missing_files(tmp_path):
+    write_trace(tmp_path / "c", [[comp_node(0, 1)], [comp_node(0, 1)]])
+    (tmp_path / "c.1.et").write_bytes(b"\xff\xff\xff\xff\xff")
+    with pytest.raises(ConfigError, match=r"c\.1\.et: not a Chakra ET file"):
+        read_trace(tmp_path / "c")
+    with pytest.raises(ConfigError, match=r"trace file .*c\.2\.et not found"):
+        read_trace(tmp_path / "c", ranks=3)
+    with pytest.raises(ConfigError, match="no trace files"):
+        read_trace(tmp_path / "nothing")
+
+
+def test_cli_bad_trace_exit_2_without_traceback(tmp_path):
+    write_trace(tmp_path / "t", [[coll_node(1, "allreduce", 10)], [coll_node(1, "allreduce", 10),
+                                                                    comp_node(2, 1, deps=[7])]])
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump({"name": "t", "topology": TOPOLOGY, "workload": {"type": "chakra", "path": "t"}},
+                                  sort_keys=False))
+    proc = subprocess.run([sys.executable, "-m", "netsim.cli", "run", str(exp), "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    text = " ".join(proc.stderr.split())
+    assert "workload.path" in text and "t.1.et" in text and "node 2" in text and "node 7" in text
+    bad_alg = yaml.safe_dump({"name": "t", "topology": TOPOLOGY,
+                              "workload": {"type": "chakra", "path": "t", "algorithms": {"allreduce": "nope"}}})
+    exp.write_text(bad_alg)
+    result = runner.invoke(app, ["validate", str(exp)])
+    assert result.exit_code == 2 and "workload.algorithms.allreduce" in " ".join(result.output.split())
+
+
+def test_yaml_run_writes_collectives(tmp_path):
+    compute_allreduce_sendrecv(tmp_path / "traces" / "x", size=4 * MiB)
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump({"name": "t", "topology": TOPOLOGY,
+                                   "workload": {"type": "chakra", "path": "traces/x"}}, sort_keys=False))
+    result = runner.invoke(app, ["run", str(exp), "--out", str(tmp_path / "r"), "--no-report"])
+    assert result.exit_code == 0, result.output
+    colls = pd.read_parquet(tmp_path / "r" / "collectives.parquet")
+    assert colls.op.tolist() == ["allreduce"] and colls.slowdown.iloc[0] == pytest.approx(1.0)
+    jobs = pd.read_parquet(tmp_path / "r" / "jobs.parquet")
+    assert jobs.kind.tolist() == ["trace"]
+
+
+def test_shipped_example_is_what_its_script_writes(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "experiments" / "traces" / "chakra-tp-dp"
+    spec = importlib.util.spec_from_file_location("make_trace", root / "make_trace.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    files = write_trace(tmp_path / "trace", [module.rank_nodes(r) for r in range(8)])
+    for f in files:
+        assert f.read_bytes() == (root / f.name).read_bytes(), f.name
+    # the shipped schedule is the trace's, exported
+    shipped = read_schedule(root / "schedule.parquet")
+    schedule, _ = build_trace(read_trace(root / "trace"), list(range(8)))
+    assert np.array_equal(shipped.dep_idx, schedule.dep_idx) and np.array_equal(shipped.amount, schedule.amount)
+
+
+def test_a_trace_job_among_other_jobs(tmp_path):
+    compute_allreduce_sendrecv(tmp_path / "x", n=2, size=4 * MiB, msg=MiB)
+    spec = parse_spec({"name": "mix", "topology": TOPOLOGY, "jobs": [
+        {"name": "trace", "workload": {"type": "chakra", "path": str(tmp_path / "x")}},
+        {"name": "ring", "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "4MiB",
+                                      "ranks": 2}}]})
+    result = run_experiment(spec)
+    assert [j.kind for j in result.jobs] == ["trace", "collective"]
+    assert sorted(c.job for c in result.collectives) == [0, 1]
+    assert set(result.jobs[0].gpus.tolist()).isdisjoint(result.jobs[1].gpus.tolist())
