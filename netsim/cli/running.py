@@ -47,6 +47,8 @@ def validate(experiment: Annotated[Path, typer.Argument(help="Experiment YAML fi
         _fail(exc)
     _out().print(f"{experiment}: ok — {topo!r}, routing {spec.routing.type}, placement {spec.placement.type}, "
               + (_describe_workload(spec.workload) if spec.workload is not None else
+                 f"cluster: trace {spec.cluster.trace}, {spec.cluster.scheduler} scheduler, {spec.cluster.mode}"
+                 if spec.cluster is not None else
                  f"{len(spec.jobs)} jobs: " + "; ".join(f"{j.name}: {_describe_workload(j.workload)}"
                                                         for j in spec.jobs)), highlight=False)
     _out().print(f"pre-flight: a run would need {estimate.describe()}", highlight=False)
@@ -399,6 +401,10 @@ def _print_summary(tables: dict, name: str) -> None:
     """One line per workload step: calls, size, ranks, mean time, bandwidths, ideal and slowdown."""
     runs, colls = tables["runs"], tables["collectives"]
     r = runs.iloc[0]
+    cluster = tables.get("cluster_jobs")
+    if cluster is not None and len(cluster):
+        _out().print(_cluster_table(r, cluster, name))
+        return
     table = Table(title=f"netsim: {name} — routing {r['routing.type']}, placement {r['placement.type']}, "
                         f"{r['n_ranks']} ranks, max link util {r['max_link_util']:.2f}, "
                         + (f"max congestion {r['max_congestion']:.2f} (spraying {r['spray_congestion']:.2f}), "
@@ -423,6 +429,21 @@ def _print_summary(tables: dict, name: str) -> None:
     below = int(colls["below_bound"].sum()) if len(colls) else 0
     if below:
         err.print(f"[bold yellow]warning:[/] {_below_bound_note(runs, colls)}", markup=True, highlight=False)
+
+
+def _cluster_table(r, jobs, name: str) -> Table:
+    """A cluster run: jobs, JCT, queueing, slowdown vs alone, per job kind and size."""
+    table = Table(title=f"netsim: {name} — cluster run, routing {r['routing.type']}, placement "
+                        f"{r['placement.type']}, {r['cluster.scheduler']} scheduler, {r['cluster.mode']}, "
+                        f"GPU utilisation {r['cluster_utilisation']:.2f}, wall {r['wall_s']:.2f}s")
+    for col in ("jobs", "GPUs", "mean JCT", "p95 JCT", "mean queue", "mean slowdown", "max slowdown"):
+        table.add_column(col, justify="left" if col == "GPUs" else "right")
+    groups = [("all", jobs)] + [(f"{g}", part) for g, part in jobs.groupby("gpus", sort=True)]
+    for label, g in groups:
+        table.add_row(str(len(g)), label, units.format_time(g["jct_s"].mean(), 4),
+                      units.format_time(g["jct_s"].quantile(0.95), 4), units.format_time(g["queue_s"].mean(), 4),
+                      f"{g['slowdown'].mean():.3f}x", f"{g['slowdown'].max():.3f}x")
+    return table
 
 
 def _below_bound_note(runs, colls) -> str:

@@ -128,6 +128,9 @@ def _resolve_files(data: Any, path: Path) -> Any:
         picks = experts.get("routing") if isinstance(experts, dict) else None
         if isinstance(picks, dict) and isinstance(picks.get("path"), str) and picks["path"].strip():
             picks["path"] = str((path.parent / picks["path"]).absolute())  # an MoE routing matrix file
+    cluster = data.get("cluster")
+    if isinstance(cluster, dict) and isinstance(cluster.get("trace"), str) and cluster["trace"].strip():
+        cluster["trace"] = str((path.parent / cluster["trace"]).absolute())  # a job trace
     routing = data.get("routing")
     if isinstance(routing, dict) and routing.get("type") == "table" and isinstance(routing.get("file"), str):
         routing["file"] = str((path.parent / routing["file"]).absolute())  # relative to the experiment

@@ -463,6 +463,26 @@ class JobSpec(_Spec):
         return self.workload.ranks
 
 
+class ClusterRunSpec(_Spec):
+    """``cluster:``: a trace-driven multi-tenant cluster (:mod:`netsim.cluster.sim`).
+
+    Jobs of ``trace`` (CSV or Parquet, docs/cluster-traces.md) arrive at their submit times; the
+    ``scheduler`` starts them in order (``fifo``) or lets later jobs that fit run ahead when they
+    do not delay the first waiting job (``backfill``, EASY), each placed by the experiment's
+    ``placement`` on free GPUs and routed by its ``routing``. ``extrapolate`` simulates
+    ``sample_iterations`` iterations of every running job together whenever the set of running
+    jobs changes and extends them to the next change; ``full`` simulates every iteration.
+    """
+
+    trace: str
+    scheduler: Literal["fifo", "backfill"] = "fifo"
+    mode: Literal["extrapolate", "full"] = "extrapolate"
+    #: Iterations per sample, the first (skewed by the random start offsets) left out of the mean.
+    sample_iterations: _count(100) = 8
+    #: Only the first this many jobs of the trace (by submit time).
+    max_jobs: _count(1_000_000) | None = None
+
+
 class ExperimentSpec(_Spec):
     """A whole experiment: fabric, placement, routing, and one workload or several ``jobs``; seed, faults."""
 
@@ -476,14 +496,21 @@ class ExperimentSpec(_Spec):
     routing: Policy = PolicySpec(type="ecmp")
     workload: Workload | None = None
     jobs: Annotated[list[JobSpec], Field(max_length=10_000)] = []
+    #: A trace-driven cluster instead of ``workload``/``jobs``.
+    cluster: ClusterRunSpec | None = None
     faults: Annotated[list[FaultSpec], Field(max_length=10_000)] = []
     engine: EngineSpec = EngineSpec()
 
     @model_validator(mode="after")
     def _one_workload(self) -> ExperimentSpec:
-        if (self.workload is None) == (not self.jobs):
-            raise ConfigError("give either workload (one job) or jobs (a list of {name, workload, placement, "
-                              "start, iterations})", "jobs" if self.jobs else "workload")
+        given = [k for k, v in (("workload", self.workload), ("jobs", self.jobs), ("cluster", self.cluster)) if v]
+        if len(given) != 1:
+            raise ConfigError("give one of workload (one job), jobs (a list of {name, workload, placement, "
+                              "start, iterations}) or cluster (a job trace and a scheduler)",
+                              given[-1] if given else "workload")
+        if self.cluster is not None and self.faults:
+            raise ConfigError("faults are not supported in a cluster run yet (its jobs come and go over hours); "
+                              "inject them in a jobs: experiment", "faults")
         names = [j.name for j in self.jobs]
         for i, name in enumerate(names):
             if name in names[:i]:

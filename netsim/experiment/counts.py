@@ -407,6 +407,8 @@ def count_workload(spec: ExperimentSpec, shape: FabricShape | None = None) -> Ta
     shape = shape or fabric_shape(spec.topology)
     tally = Tally(shape, sprayed=spec.routing.type in SPRAYED)
     jobs = []
+    if spec.cluster is not None:  # jobs come from the trace at run time: not counted before the run
+        return tally
     for i, job in enumerate(spec.job_specs()):
         policy = job.placement or spec.placement
         w = job.workload

@@ -154,7 +154,38 @@ def _add(name: str, title: str, kind: Kind, doc: str, compute: Callable[[RunView
     METRICS.add(Metric(name, title, kind, doc, compute, headline, chart))
 
 
+def _cluster(v: RunView, column: str, how: str = "mean") -> float:
+    """A statistic of a cluster run's per-job column (NaN for other runs)."""
+    jobs = v.result.extra.get("cluster_jobs")
+    if jobs is None or not len(jobs):
+        return math.nan
+    return float(jobs[column].quantile(0.95) if how == "p95" else jobs[column].mean())
+
+
+def _cluster_utilisation(v: RunView) -> float:
+    """Busy GPU-time over makespan x GPUs (NaN outside cluster runs)."""
+    series = v.result.extra.get("cluster_series")
+    if series is None or not len(series):
+        return math.nan
+    span = float(series["t_end_s"].max() - series["t_start_s"].min())
+    busy = float((series["busy_gpus"] * (series["t_end_s"] - series["t_start_s"])).sum())
+    return busy / (span * v.result.topology.n_gpus) if span > 0 else math.nan
+
+
 _add("n_ranks", "ranks", "count", "GPUs the run placed ranks on.", lambda v: len(v.result.gpus))
+_add("cluster_jct_s", "mean job completion time", "time", "Cluster runs: mean over jobs of submit to end.",
+     lambda v: _cluster(v, "jct_s"), headline=True, chart=1)
+_add("cluster_p95_jct_s", "p95 job completion time", "time", "Cluster runs: 95th percentile of JCT over jobs.",
+     lambda v: _cluster(v, "jct_s", "p95"))
+_add("cluster_queue_s", "mean queueing delay", "time", "Cluster runs: mean over jobs of submit to start.",
+     lambda v: _cluster(v, "queue_s"), headline=True)
+_add("cluster_slowdown", "mean job slowdown", "ratio",
+     "Cluster runs: mean over jobs of time running / time it would run alone on the same GPUs.",
+     lambda v: _cluster(v, "slowdown"), headline=True, chart=2)
+_add("cluster_p95_slowdown", "p95 job slowdown", "ratio", "Cluster runs: 95th percentile of the jobs' slowdown.",
+     lambda v: _cluster(v, "slowdown", "p95"))
+_add("cluster_utilisation", "GPU utilisation", "ratio",
+     "Cluster runs: busy GPU-time / (makespan x GPUs).", _cluster_utilisation, headline=True)
 _add("n_jobs", "jobs", "count", "Jobs of the run.", lambda v: len(v.result.jobs))
 _add("iteration_time_s", "training iteration time", "time", "Mean training iteration time over jobs and iterations.",
      lambda v: v.mean_over_iterations("duration_s"), headline=True, chart=1)

@@ -33,13 +33,23 @@ JOB_COLUMNS = ["run_id", "job", "name", "kind", "placement", "n_ranks", "tp", "p
                "bubble_s", "partition", "partition_trials", "nic_families", "comms", "tcp_tp", "tcp_dp", "tcp_pp",
                "collective_calls", "slowdown"]
 LINK_SERIES_COLUMNS = ["run_id", "link_id", "src", "dst", "kind", "tier", "t_start_s", "t_end_s", "util"]
+#: A cluster run's jobs (:mod:`netsim.cluster.sim`) and its epochs.
+CLUSTER_JOB_COLUMNS = ["run_id", "job", "name", "kind", "model", "gpus", "submit_s", "start_s", "end_s", "queue_s",
+                       "jct_s", "iterations", "iteration_s", "alone_iteration_s", "slowdown", "hosts", "epochs"]
+CLUSTER_SERIES_COLUMNS = ["run_id", "t_start_s", "t_end_s", "running", "waiting", "busy_gpus", "utilisation",
+                          "core_mean_util", "core_peak_util"]
 #: The documented columns of each per-run table (``runs`` has one column per spec key besides).
 TABLE_COLUMNS = {"collectives": COLLECTIVE_COLUMNS, "flows": FLOW_COLUMNS, "links": LINK_COLUMNS,
-                 "jobs": JOB_COLUMNS, "iterations": ITERATION_COLUMNS, "link_series": LINK_SERIES_COLUMNS}
+                 "jobs": JOB_COLUMNS, "iterations": ITERATION_COLUMNS, "link_series": LINK_SERIES_COLUMNS,
+                 "cluster_jobs": CLUSTER_JOB_COLUMNS, "cluster_series": CLUSTER_SERIES_COLUMNS}
+#: Tables of trace-driven cluster runs only (:mod:`netsim.cluster.sim`): per job, and per epoch.
+CLUSTER_TABLES = ("cluster_jobs", "cluster_series")
 RESULT_FILES = ("runs.parquet", "collectives.parquet", "flows.parquet", "links.parquet", "jobs.parquet",
-                "iterations.parquet", "link_series.parquet")
-#: Tables added after the first release: a results directory written before them lacks them.
-OPTIONAL_FILES = ("jobs.parquet", "iterations.parquet", "link_series.parquet")
+                "iterations.parquet", "link_series.parquet", "cluster_jobs.parquet", "cluster_series.parquet")
+#: Tables added after the first release (a results directory written before them lacks them), and
+#: tables only some runs have.
+OPTIONAL_FILES = ("jobs.parquet", "iterations.parquet", "link_series.parquet", "cluster_jobs.parquet",
+                  "cluster_series.parquet")
 
 
 def collectives_frame(result: RunResult) -> pd.DataFrame:
@@ -180,9 +190,13 @@ def runs_frame(results: list[RunResult]) -> pd.DataFrame:
 
 def result_tables(result: RunResult) -> dict[str, pd.DataFrame]:
     """Every table of one run, by name (``runs``, ``collectives``, ``flows``, ``links``, ``jobs``, ``iterations``)."""
-    return {"runs": runs_frame([result]), "collectives": collectives_frame(result), "flows": flows_frame(result),
-            "links": links_frame(result), "jobs": jobs_frame(result), "iterations": iterations_frame(result),
-            "link_series": link_series_frame(result)}
+    tables = {"runs": runs_frame([result]), "collectives": collectives_frame(result), "flows": flows_frame(result),
+              "links": links_frame(result), "jobs": jobs_frame(result), "iterations": iterations_frame(result),
+              "link_series": link_series_frame(result)}
+    for name in CLUSTER_TABLES:  # a trace-driven cluster run (netsim.cluster.sim)
+        if name in result.extra:
+            tables[name] = result.extra[name]
+    return tables
 
 
 def run_manifest(results: list[RunResult]) -> dict:
@@ -216,8 +230,8 @@ def check_finite(name: str, df: pd.DataFrame) -> None:
 def write_tables(results: list[RunResult], directory: Path) -> None:
     """Every table of ``results`` as Parquet files in ``directory``."""
     tables = [result_tables(r) for r in results]
-    for name in tables[0]:
-        df = pd.concat([t[name] for t in tables])
+    for name in dict.fromkeys(n for t in tables for n in t):
+        df = pd.concat([t[name] for t in tables if name in t])
         check_finite(name, df)
         df.to_parquet(directory / f"{name}.parquet", index=False)
 

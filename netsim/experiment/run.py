@@ -260,6 +260,12 @@ def _rngs(spec: ExperimentSpec) -> tuple[np.random.Generator, np.random.Generato
 def prepare(spec: ExperimentSpec) -> tuple[Topology, np.ndarray]:
     """Everything before the simulation (topology and placement): what ``netsim validate`` checks."""
     topology = build_topology(spec)
+    if spec.cluster is not None:  # the trace reads, and every job fits the cluster and its presets?
+        from netsim.cluster.sim import trace_jobs
+        from netsim.cluster.trace import read_trace
+        trace_jobs(spec, read_trace(spec.cluster.trace, max_gpus=topology.n_gpus))
+        make_routing(spec.routing.type, topology, _rngs(spec)[1], spec.routing.options)
+        return topology, np.zeros(0, dtype=np.int64)
     jobs = place_jobs(spec, topology, _rngs(spec)[0])  # sub-communicator selectors fit the placed ranks?
     make_routing(spec.routing.type, topology, _rngs(spec)[1], spec.routing.options)  # policy fits the fabric?
     resolve_faults(spec.faults, topology)  # fault targets exist?
@@ -281,6 +287,9 @@ def run_experiment(spec: ExperimentSpec, *,
     >>> result = run_experiment(load_spec("experiments/quickstart.yaml"))  # doctest: +SKIP
     >>> result.collectives[0].busbw_Bps  # doctest: +SKIP
     """
+    if spec.cluster is not None:
+        from netsim.cluster.sim import run_cluster
+        return run_cluster(spec, on_start=on_start)
     t0 = time.perf_counter()
     placement_rng, routing_rng = _rngs(spec)
     topology = build_topology(spec)

@@ -103,6 +103,52 @@ class Holmes:
         return gpus[np.lexsort((gpus, keys))][:n_ranks]
 
 
+@PLACEMENT.register("topology")
+class TopologyAware:
+    """Topology-aware (packed) placement, as cluster schedulers place jobs: whole free hosts first,
+    all under one leaf switch when some leaf has room (the fullest such leaf, best fit, to keep
+    others whole), else over as few leaves as possible (those with the most free GPUs first).
+
+    Hosts are grouped by the switches their NICs attach to (a leaf, a dual-ToR pair, a dragonfly
+    group's switch); within a group, hosts with the most free GPUs first, GPUs in id order, so a
+    job's consecutive ranks (its TP groups) share hosts and its DP rings stay under few leaves.
+    """
+
+    def place(self, n_ranks: int, topology: Topology, rng: np.random.Generator,
+              free: np.ndarray | None = None) -> np.ndarray:
+        """The ``n_ranks`` free GPUs chosen as described above (rank i on the i-th)."""
+        _check_fits(n_ranks, topology, free)
+        gpus = np.arange(topology.n_gpus) if free is None else np.asarray(free)
+        domain = host_domains(topology)
+        hosts = topology.gpu_host[gpus]
+        per_host = np.bincount(hosts, minlength=topology.n_hosts)
+        per_domain = np.bincount(domain, weights=per_host, minlength=domain.max() + 1)
+        fits = np.flatnonzero(per_domain >= n_ranks)
+        if len(fits):  # best fit: the domain with the fewest free GPUs that still holds the job
+            order = [int(fits[np.argmin(per_domain[fits])])]
+        else:
+            order = np.argsort(-per_domain, kind="stable").tolist()
+        rank = np.empty(len(per_domain), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        keep = np.isin(domain[hosts], order)
+        gpus, hosts = gpus[keep], hosts[keep]
+        key = np.lexsort((gpus, -per_host[hosts], rank[domain[hosts]]))
+        return gpus[key][:n_ranks]
+
+
+def host_domains(topology: Topology) -> np.ndarray:
+    """Per host, a small integer naming the set of switches its NICs attach to (hosts under the
+    same leaf, or the same dual-ToR pair, share it)."""
+    graph = topology.graph
+    keys: dict[frozenset, int] = {}
+    out = np.zeros(topology.n_hosts, dtype=np.int64)
+    for h, (_model, _gpu0, _base, nics) in enumerate(topology.hosts):
+        switches = frozenset(v for nic in set(nics) for v in graph.successors(nic)
+                             if graph.nodes[v].get("kind") not in ("gpu", "nic", "host"))
+        out[h] = keys.setdefault(switches, len(keys))
+    return out
+
+
 def nic_family_order(topology: Topology) -> list[str]:
     """NIC families of the fabric, fastest first: by mean NIC bandwidth per GPU (over the family's
     GPUs), then by first GPU id."""
@@ -127,4 +173,4 @@ def make_placement(name: str, options: dict | None = None, path: str = "placemen
     return PLACEMENT.create(name, options, path=path)
 
 
-__all__ = ["PLACEMENT", "Placement", "make_placement", "nic_family_order"]
+__all__ = ["PLACEMENT", "Placement", "host_domains", "make_placement", "nic_family_order"]
