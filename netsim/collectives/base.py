@@ -38,6 +38,7 @@ not apply and the schedule runs.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -215,8 +216,35 @@ def run_collective(env: simpy.Environment, fabric, op: str, algorithm: str, gpus
     >>> round(env.now, 9)   # 2*(4-1) steps of 1e9 bytes at 1e9 B/s
     6.0
     """
-    schedule = build_collective(op, algorithm, gpus, size_bytes, gpu_host=fabric.topology.gpu_host, **kw)
+    schedule = _cached_call(op, algorithm, gpus, size_bytes, fabric.topology.gpu_host, kw)
     yield run_schedule(env, fabric, schedule).done
+
+
+#: perf: the schedules of recent calls, by call shape, reused when the shape recurs (every micro-batch
+#: of a training job repeats its TP allreduces): at most this many, each of at most CACHED_TASKS tasks.
+#: A schedule is immutable, and executors only read it.
+CACHED_CALLS, CACHED_TASKS = 1024, 50_000
+_CALLS: OrderedDict = OrderedDict()
+
+
+def _cached_call(op: str, algorithm: str, gpus: Sequence[int], size_bytes: float, gpu_host, kw: dict) -> Schedule:
+    """``build_collective`` of the call, from the cache when the same call was built before (same op,
+    algorithm, GPUs and their hosts, size and keywords)."""
+    if "matrix" in kw or "ready" in kw:
+        return build_collective(op, algorithm, gpus, size_bytes, gpu_host=gpu_host, **kw)
+    members = tuple(int(g) for g in gpus)
+    key = (op, algorithm, members, tuple(int(gpu_host[g]) for g in members), float(size_bytes),
+           tuple(sorted(kw.items())))
+    hit = _CALLS.get(key)
+    if hit is not None:
+        _CALLS.move_to_end(key)
+        return hit
+    schedule = build_collective(op, algorithm, gpus, size_bytes, gpu_host=gpu_host, **kw)
+    if len(schedule) <= CACHED_TASKS:
+        _CALLS[key] = schedule
+        if len(_CALLS) > CACHED_CALLS:
+            _CALLS.popitem(last=False)
+    return schedule
 
 
 # ---------------------------------------------------------------------------------- records

@@ -338,7 +338,15 @@ class Schedule:
         return self.dep_idx[self.dep_ptr[task]:self.dep_ptr[task + 1]]
 
     def successors(self) -> tuple[np.ndarray, np.ndarray]:
-        """The reverse CSR: task ``i``'s successors are ``idx[ptr[i]:ptr[i + 1]]``, in task order."""
+        """The reverse CSR: task ``i``'s successors are ``idx[ptr[i]:ptr[i + 1]]``, in task order
+        (computed once: a schedule run many times, as a training job's repeated calls, reuses it)."""
+        hit = self.__dict__.get("_successors")
+        if hit is None:
+            hit = self._successors_of()
+            object.__setattr__(self, "_successors", hit)
+        return hit
+
+    def _successors_of(self) -> tuple[np.ndarray, np.ndarray]:
         n = len(self)
         owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.dep_ptr))
         order = np.lexsort((owner, self.dep_idx))
@@ -348,12 +356,15 @@ class Schedule:
 
     def check(self) -> None:
         """ValueError unless every dependency points to an earlier task (so the DAG has no cycle)."""
+        if self.__dict__.get("_checked") == len(self.connections):
+            return
         owner = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.dep_ptr))
         if len(owner) and np.any(self.dep_idx >= owner):
             raise ValueError("a task depends on itself or on a later task")
         sends = self.kind == SEND
         if np.any(self.conn[sends] < 0) or np.any(self.conn[sends] >= len(self.connections)):
             raise ValueError("a send names no connection")
+        object.__setattr__(self, "_checked", len(self.connections))
 
 
 @dataclass(frozen=True)
