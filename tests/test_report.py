@@ -49,6 +49,8 @@ SMALL = {
     "schedule-replay": [],
     "moe-mixtral": ["workload.model.layers=4", "workload.model.global_batch=8", "workload.model.seq_len=512"],
     "moe-skew": ["workload.model.seq_len=256", "workload.model.layers=2"],
+    "cluster-c4p": ["cluster.max_jobs=3", "cluster.sample_iterations=2"],
+    "cluster-placement": ["cluster.max_jobs=3", "cluster.sample_iterations=2"],
 }
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("*.yaml"))
 
@@ -87,8 +89,8 @@ def test_report_for_every_shipped_experiment(tmp_path, name):
     tables = read_results(out)
     assert titles[0].startswith(("Runs and workload steps", "Variants and grid points"))
     if len(tables["runs"]) > 1:
-        assert any(t.startswith(("Collective time by variant", "Training iteration time by variant"))
-                   for t in titles)
+        assert any(t.startswith(("Collective time by variant", "Training iteration time by variant",
+                                 "Mean job completion time by variant")) for t in titles)
     if (tables["jobs"]["kind"] == "training").any():
         assert any("iteration time by part" in t for t in titles)
     if len(tables["link_series"]):

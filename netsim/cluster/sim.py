@@ -25,7 +25,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -39,7 +39,7 @@ from netsim.engine.ideal import core_mask
 from netsim.errors import ConfigError
 from netsim.experiment.results import CLUSTER_JOB_COLUMNS, CLUSTER_SERIES_COLUMNS
 from netsim.experiment.run import JobPlan, RunResult, _rngs, build_topology, choose_partitions, simulate, spec_hash
-from netsim.placement import make_placement
+from netsim.placement import host_domains, make_placement
 from netsim.routing import make_routing
 from netsim.topology import Topology
 from netsim.workload import plan_workload, run_workload
@@ -83,25 +83,25 @@ class ClusterRun:
     free: np.ndarray                       #: per GPU, whether no job holds it
     placement_rng: np.random.Generator
     series: list[tuple] = field(default_factory=list)
-    alone: dict[tuple, float] = field(default_factory=dict)
+    alone: dict[tuple, Sample] = field(default_factory=dict)
+    groups: dict[frozenset, Sample] = field(default_factory=dict)   #: the current epoch's samples, by group
+    plans: dict[tuple, object] = field(default_factory=dict)        #: training plans by (job, GPUs)
+    domains: np.ndarray | None = None                               #: per host, its leaf (edge switches)
     fabric: ClusterFabric | None = None
     events: int = 0
+    samples: int = 0
 
 
 # ---------------------------------------------------------------------------------- building the jobs
 def trace_jobs(spec: ExperimentSpec, trace: JobTrace) -> list[TraceJob]:
     """The trace's jobs as :class:`TraceJob` s, their workloads validated (one sample each)."""
-    sample = spec.cluster.sample_iterations
     rows = trace.jobs.head(spec.cluster.max_jobs) if spec.cluster.max_jobs else trace.jobs
     out = []
     for i, row in enumerate(rows.itertuples(index=False)):
         workload = trace.workload(row.job)
         workload.pop("iterations", None)
-        if row.kind == "training":
-            workload["iterations"] = sample
         try:
-            job = JobSpec.model_validate({"name": _name(row.job, i), "workload": workload,
-                                          "iterations": 1 if row.kind == "training" else sample})
+            job = JobSpec.model_validate({"name": _name(row.job, i), "workload": workload})
         except Exception as exc:  # noqa: BLE001 - located below
             raise ConfigError(f"job {row.job!r} of the trace: {exc}", "cluster.trace") from None
         out.append(TraceJob(i, str(row.job), str(row.kind), str(row.model), int(row.gpus), float(row.submit_s), job,
@@ -116,27 +116,54 @@ def _name(job: str, i: int) -> str:
     return clean if clean and clean[0].isalnum() else f"job-{i}"
 
 
-def plan_job(run: ClusterRun, job: TraceJob, gpus: np.ndarray) -> JobPlan:
-    """``job`` resolved on ``gpus`` (its index is its trace position, so its connections keep their
-    identity, and hashed paths, from one epoch to the next)."""
+def plan_job(run: ClusterRun, job: TraceJob, gpus: np.ndarray, iterations: int = 1) -> JobPlan:
+    """``job`` resolved on ``gpus`` to run ``iterations`` iterations (its index is its trace position,
+    so its connections keep their identity, and hashed paths, from one sample to the next)."""
     spec, topo = run.spec, run.topology
     w = job.spec.workload
     if isinstance(w, TrainingWorkload):
-        plan = plan_training(w, gpus.tolist(), topo, job=job.index, name=job.name, seed=spec.seed)
-        jp = JobPlan(job.index, job.name, "training", spec.placement.type, gpus, plan, 0.0, 1, job.spec)
-        choose_partitions(spec, topo, [jp])
-        return jp
+        plan = run.plans.get((job.index, tuple(gpus.tolist())))
+        if plan is None:
+            plan = plan_training(w, gpus.tolist(), topo, job=job.index, name=job.name, seed=spec.seed)
+            jp = JobPlan(job.index, job.name, "training", spec.placement.type, gpus, plan, 0.0, 1, job.spec)
+            choose_partitions(spec, topo, [jp])
+            plan = run.plans[(job.index, tuple(gpus.tolist()))] = jp.plan
+        return JobPlan(job.index, job.name, "training", spec.placement.type, gpus, plan, 0.0, iterations, job.spec)
     plan = plan_workload(w, gpus.tolist(), topology=topo)
-    return JobPlan(job.index, job.name, "collective", spec.placement.type, gpus, plan, 0.0, job.spec.iterations,
-                   job.spec)
+    return JobPlan(job.index, job.name, "collective", spec.placement.type, gpus, plan, 0.0, iterations, job.spec)
 
 
 # ---------------------------------------------------------------------------------- sample simulations
-def sample(run: ClusterRun, plans: list[JobPlan], offsets: dict[int, float] | None = None
-           ) -> tuple[dict[int, float], float, Fabric]:
+@dataclass
+class Sample:
+    """What one sample simulation measured: per job its iteration time, and the fabric's load per
+    second of the sample (so an epoch of any length scales it)."""
+
+    times: dict[int, float]
+    length_s: float
+    byte_rate: np.ndarray      #: bytes per second per link
+    busy_share: np.ndarray     #: busy fraction per link
+    peak_util: np.ndarray
+    offered: np.ndarray
+    spray_offered: np.ndarray
+    stats: dict
+    pairs: tuple[int, int]
+
+    @classmethod
+    def of(cls, times: dict[int, float], length_s: float, fabric) -> Sample:
+        per = 1.0 / length_s if length_s > 0 else 0.0
+        return cls(times, length_s, fabric.link_bytes * per, fabric.link_busy_s * per,
+                   np.array(fabric.link_peak_util, dtype=np.float64),
+                   np.array(fabric.offered_peak if fabric.track_congestion else 0.0 * fabric.link_bytes),
+                   np.array(fabric.spray_offered_peak if fabric.track_congestion else 0.0 * fabric.link_bytes),
+                   {k: int(fabric.stats.get(k, 0)) for k in ("flows", "subflows", "reroutes", "solver_calls")},
+                   fabric.queue_pair_totals())
+
+
+def sample(run: ClusterRun, plans: list[JobPlan], offsets: dict[int, float] | None = None) -> Sample:
     """Simulate one sample of ``plans`` together, job ``i`` starting at ``offsets[i]``: per job its
-    iteration time (the mean over its iterations after the first, which the offsets skew), the
-    sample's length, the fabric."""
+    iteration time (the mean over its iterations after the first, which the offset skews), the
+    sample's length and load."""
     spec = run.spec
     quiet = spec.model_copy(update={"engine": spec.engine.model_copy(
         update={"record_flows": False, "ideal": False, "link_series": 0})})
@@ -146,6 +173,7 @@ def sample(run: ClusterRun, plans: list[JobPlan], offsets: dict[int, float] | No
     env, fabric, _records, iterations = simulate(quiet, run.topology, plans, _rngs(spec)[1], faults=False,
                                                  ideal=False)
     run.events += env.events_processed
+    run.samples += 1
     times = {}
     for jp in plans:
         if jp.kind == "training":
@@ -153,16 +181,22 @@ def sample(run: ClusterRun, plans: list[JobPlan], offsets: dict[int, float] | No
             times[jp.index] = float(np.mean(mine[1:] if len(mine) > 1 else mine))
         else:
             times[jp.index] = (jp.ended_s - jp.began_s) / jp.iterations
-    return times, env.now, fabric
+    return Sample.of(times, env.now, fabric)
 
 
-def alone_iteration(run: ClusterRun, job: TraceJob, gpus: np.ndarray) -> float:
-    """``job``'s iteration time alone on ``gpus`` (cached by workload and GPUs)."""
+def alone(run: ClusterRun, job: TraceJob, gpus: np.ndarray) -> Sample:
+    """``job`` alone on ``gpus``, one iteration (every iteration alone is the same; cached by workload and GPUs)."""
     key = (job.key, tuple(gpus.tolist()))
     hit = run.alone.get(key)
     if hit is None:
-        hit = run.alone[key] = sample(run, [plan_job(run, job, gpus)])[0][job.index]
+        hit = run.alone[key] = sample(run, [plan_job(run, job, gpus, iterations=1)])
     return hit
+
+
+def alone_iteration(run: ClusterRun, job: TraceJob, gpus: np.ndarray) -> float:
+    """``job``'s iteration time alone on ``gpus``."""
+    (seconds,) = alone(run, job, gpus).times.values()  # (cached under the job that ran it first)
+    return seconds
 
 
 def resolve_lengths(run: ClusterRun, trace: JobTrace) -> None:
@@ -180,6 +214,63 @@ def resolve_lengths(run: ClusterRun, trace: JobTrace) -> None:
         job.estimate_s = job.iterations * per_iteration
 
 
+def components(run: ClusterRun, jobs: list[TraceJob]) -> list[list[TraceJob]]:
+    """The running jobs grouped so that jobs in different groups share no link: they cannot slow
+    each other, and each group is sampled on its own (a group of one runs as it does alone).
+
+    Two jobs may share a link when they share a host, or when both span more than one leaf (more
+    than one set of edge switches) and, on a leaf-spine, reach a common leaf (two leaves' traffic
+    meets only on links of one of the two); on other fabrics any two jobs spanning domains may meet
+    (routes may cross any group), and one spanning domains may cross any job's group.
+    """
+    domains = run.domains
+    leaf_spine = run.spec.topology.type == "leaf_spine"
+    hosts = [set(np.unique(run.topology.gpu_host[j.gpus]).tolist()) for j in jobs]
+    spans = [set(domains[list(h)].tolist()) for h in hosts]
+    parent = list(range(len(jobs)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for a in range(len(jobs)):
+        for b in range(a):
+            wide_a, wide_b = len(spans[a]) > 1, len(spans[b]) > 1
+            meet = bool(hosts[a] & hosts[b]) or (
+                (wide_a and wide_b and (spans[a] & spans[b] or not leaf_spine))
+                or (not leaf_spine and (wide_a or wide_b)))
+            if meet:
+                parent[find(a)] = find(b)
+    groups: dict[int, list[TraceJob]] = {}
+    for i, j in enumerate(jobs):
+        groups.setdefault(find(i), []).append(j)
+    return list(groups.values())
+
+
+def measure(run: ClusterRun, running: list[TraceJob]) -> list[Sample]:
+    """Samples of the running jobs, group by group (:func:`components`): a group that ran the same
+    last time keeps its sample; a group of one is the job alone."""
+    out, kept = [], {}
+    for group in components(run, running):
+        key = frozenset(j.index for j in group)
+        hit = run.groups.get(key)
+        if hit is None:
+            if len(group) == 1:
+                job = group[0]
+                hit = replace(alone(run, job, job.gpus), times={job.index: alone_iteration(run, job, job.gpus)})
+            else:
+                rng = np.random.default_rng([run.spec.seed, 3, *sorted(key)])
+                offsets = {j.index: float(rng.random()) * j.estimate_s / j.iterations for j in group}
+                hit = sample(run, [plan_job(run, j, j.gpus, run.spec.cluster.sample_iterations) for j in group],
+                             offsets)
+        kept[key] = hit
+        out.append(hit)
+    run.groups = kept
+    return out
+
+
 # ---------------------------------------------------------------------------------- scheduling
 def start_jobs(run: ClusterRun, queue: list[TraceJob], running: list[TraceJob], now: float,
                expected_end: Callable[[TraceJob], float]) -> list[TraceJob]:
@@ -195,7 +286,7 @@ def start_jobs(run: ClusterRun, queue: list[TraceJob], running: list[TraceJob], 
                                            np.flatnonzero(run.free)), dtype=np.int64)
         run.free[job.gpus] = False
         job.start_s = now
-        job.plan = plan_job(run, job, job.gpus)
+        job.plan = plan_job(run, job, job.gpus, job.iterations)
         queue.remove(job)
         started.append(job)
     return started
@@ -215,6 +306,7 @@ def extrapolate(run: ClusterRun) -> None:
     running: list[TraceJob] = []
     core = _core(run.topology)
     run.fabric = ClusterFabric(run.topology.links.capacity_Bps)
+    samples: list[Sample] = []
     nxt, dirty = 0, False
     while nxt < len(arrivals) or queue or running:
         while nxt < len(arrivals) and arrivals[nxt].submit_s <= t:
@@ -222,12 +314,12 @@ def extrapolate(run: ClusterRun) -> None:
             nxt += 1
         started = start_jobs(run, queue, running, t, lambda j: j.start_s + j.estimate_s)
         running += started
-        if (started or dirty) and running:  # the running set changed: sample it
-            rng = np.random.default_rng([run.spec.seed, 3, len(run.series)])
-            offsets = {j.index: float(rng.random()) * j.estimate_s / j.iterations for j in running}
-            times, sample_s, fabric = sample(run, [j.plan for j in running], offsets)
+        if (started or dirty) and running:  # the running set changed: sample the groups that changed
+            samples = measure(run, running)
+            for smp in samples:
+                for index, seconds in smp.times.items():
+                    run.jobs[index].iteration_s = seconds
             for j in running:
-                j.iteration_s = times[j.index]
                 j.epochs += 1
         dirty = False
         finish = [t + (j.iterations - j.done) * j.iteration_s for j in running]
@@ -237,12 +329,13 @@ def extrapolate(run: ClusterRun) -> None:
                               "cluster.trace")
         if t_next > t:
             busy = int((~run.free).sum())
+            mean = peak = 0.0
             if running:
-                run.fabric.add(fabric, sample_s, t_next - t)
-                util = fabric.link_bytes[core] / (fabric.capacity_Bps[core] * sample_s)
-                mean, peak = float(util.mean()), float(fabric.link_peak_util[core].max())
-            else:
-                mean = peak = 0.0
+                for smp in samples:
+                    run.fabric.add(smp, t_next - t)
+                rate = sum(smp.byte_rate[core] for smp in samples)
+                mean = float((rate / run.topology.links.capacity_Bps[core]).mean())
+                peak = max(float(smp.peak_util[core].max()) for smp in samples)
             run.series.append((t, t_next, len(running), len(queue), busy, busy / len(run.free), mean, peak))
         for j, end in zip(list(running), finish):
             j.done += (t_next - t) / j.iteration_s
@@ -274,7 +367,7 @@ def full(run: ClusterRun, on_start=None) -> Fabric:
         log = iteration_log.setdefault(job.index, [])
         if jp.kind == "training":
             yield env.process(run_training(env, fabric, jp.plan, iterations=job.iterations, records=[],
-                                           iteration_records=log))
+                                           iteration_records=log))  # (the plan's own iterations: 1)
         else:
             for _ in range(job.iterations):
                 yield env.process(run_workload(env, fabric, jp.plan, records=[], job=job.index))
@@ -320,6 +413,7 @@ def run_cluster(spec: ExperimentSpec, *, on_start=None) -> RunResult:
     topology = build_topology(spec)
     trace = read_trace(spec.cluster.trace, max_gpus=topology.n_gpus)
     run = ClusterRun(spec, topology, [], np.ones(topology.n_gpus, dtype=bool), _rngs(spec)[0])
+    run.domains = host_domains(topology)
     run.jobs = trace_jobs(spec, trace)
     resolve_lengths(run, trace)
     if spec.cluster.mode == "full":

@@ -35,21 +35,18 @@ class ClusterFabric:
     def current_capacity_Bps(self) -> np.ndarray:
         return self.capacity_Bps
 
-    def add(self, fabric, sample_s: float, epoch_s: float) -> None:
-        """Add one epoch: ``fabric`` simulated ``sample_s`` of it, which lasted ``epoch_s``."""
-        scale = epoch_s / sample_s if sample_s > 0 else 0.0
-        self.link_bytes += fabric.link_bytes * scale
-        self.link_busy_s += fabric.link_busy_s * scale
+    def add(self, sample, epoch_s: float) -> None:
+        """Add one epoch's share of a sample (:class:`netsim.cluster.sim.Sample`) that lasted ``epoch_s``."""
+        self.link_bytes += sample.byte_rate * epoch_s
+        self.link_busy_s += sample.busy_share * epoch_s
         if epoch_s > 0:
-            np.maximum(self.link_peak_util, fabric.link_peak_util, out=self.link_peak_util)
-            if fabric.track_congestion:
-                np.maximum(self.offered_peak, fabric.offered_peak, out=self.offered_peak)
-                np.maximum(self.spray_offered_peak, fabric.spray_offered_peak, out=self.spray_offered_peak)
+            np.maximum(self.link_peak_util, sample.peak_util, out=self.link_peak_util)
+            np.maximum(self.offered_peak, sample.offered, out=self.offered_peak)
+            np.maximum(self.spray_offered_peak, sample.spray_offered, out=self.spray_offered_peak)
         for key in self.stats:
-            self.stats[key] += int(fabric.stats.get(key, 0))
-        conns, qps = fabric.queue_pair_totals()
-        self._pairs[0] += conns
-        self._pairs[1] += qps
+            self.stats[key] += sample.stats[key]
+        self._pairs[0] += sample.pairs[0]
+        self._pairs[1] += sample.pairs[1]
 
     def queue_pair_totals(self) -> tuple[int, int]:
         """(connections, queue pairs) summed over the epochs' samples."""

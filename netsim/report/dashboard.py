@@ -1,7 +1,8 @@
 """Turn a results directory into ``report.html``: tables and plotly figures that fit the workload.
 
 Panels: collectives show time and algorithm/bus bandwidth against the ideal; training shows iteration
-time, exposed communication and per-job slowdown (no bus bandwidth); runs with faults get a timeline.
+time, exposed communication and per-job slowdown (no bus bandwidth); runs with faults get a timeline;
+trace-driven cluster runs show JCT, queueing, slowdown and utilisation (:mod:`netsim.report.cluster_panels`).
 A sweep's charts aggregate over seeds only and name every point by its variant (see
 :mod:`netsim.report.grid`). Figures are built from the results files only, never from live objects.
 """
@@ -21,6 +22,7 @@ from netsim.experiment.metrics import CHART_UNITS, METRICS
 from netsim.experiment.outdir import write_file_atomically
 from netsim.experiment.results import read_results, read_table
 from netsim.experiment.summary import group_keys, summarize
+from netsim.report.cluster_panels import cluster_figures, has_cluster
 from netsim.report.display import (
     format_value,
     human_bandwidth,
@@ -253,7 +255,8 @@ def _is_training(jobs: pd.DataFrame | None) -> bool:
 
 def build_figures(results_dir: str | Path) -> list[go.Figure]:
     """The dashboard's figures for one results directory, in page order; they adapt to what it holds
-    (one run or a sweep, collectives or training, sizes swept, faults, link series, the fabric)."""
+    (one run or a sweep, collectives, training or a trace-driven cluster, sizes swept, faults, link
+    series, the fabric)."""
     from netsim.report.fabric_view import fabric_figure
     results_dir = Path(results_dir)
     t = read_results(results_dir)
@@ -265,12 +268,19 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
     label = run_labels(ok_runs, keys)
     jobs, iterations = t.get("jobs"), t.get("iterations")
     training = _is_training(jobs)
-    drop = COLLECTIVE_METRICS if training else ()
+    cluster = has_cluster(t)  # a trace-driven cluster: no collective calls of its own
+    drop = COLLECTIVE_METRICS if training or cluster else ()
     if sweep:
         summary_fig, table, keys = _sweep_summary(results_dir, drop)
         figs = [summary_fig, *_sweep_bars(table, keys, drop)]
-    else:
+    elif not cluster:
         figs = [_training_summary(ok_runs, label) if training else _summary(ok_runs, colls, label)]
+    else:
+        figs = []  # a cluster run: its summary is the cluster one
+    panels = cluster_figures(t, ok_runs, label, results_dir, sweep) if cluster else []
+    if panels:  # its summary table first (next to the sweep's), its charts after the sweep's bars
+        figs.insert(1 if sweep else 0, panels[0])
+        figs += panels[1:]
     if jobs is not None and len(jobs) and (jobs.groupby("run_id").size().max() > 1 or training
                                            or (jobs["kind"] == "training").any()):
         figs.append(jobs_table(jobs[jobs["run_id"].isin(label)], label))

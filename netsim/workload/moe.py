@@ -97,9 +97,20 @@ class TokenRouter:
         total = float(self.tokens * self.top_k)
         if self.max_nodes is None or self.max_nodes >= len(np.unique(self.rank_node)):
             return np.tile(self.rank_popularity * total, (self.ep, 1))
-        rng = np.random.default_rng(0)  # a large fixed sample of node choices estimates the node shares
-        return np.tile(self._node_limited(rng, 1, 4096).astype(np.float64)[0] * total / (4096 * self.top_k),
-                       (self.ep, 1))
+        nodes, node_of_rank = np.unique(self.rank_node, return_inverse=True)
+        p_rank = self.rank_popularity
+        p_node = np.bincount(node_of_rank, weights=p_rank, minlength=len(nodes))
+        sets = node_sets(p_node, self.max_nodes)
+        if sets is None:  # too many node sets to list: a large fixed sample estimates the node shares
+            rng = np.random.default_rng(0)
+            return np.tile(self._node_limited(rng, 1, 65536).astype(np.float64)[0] * total / (65536 * self.top_k),
+                           (self.ep, 1))
+        chosen, prob = sets
+        w = p_node[chosen]
+        per_node = np.zeros(len(nodes))
+        np.add.at(per_node, chosen.ravel(), (prob[:, None] * w / w.sum(axis=1, keepdims=True)).ravel())
+        within = p_rank / p_node[node_of_rank]
+        return np.tile(per_node[node_of_rank] * within * total, (self.ep, 1))
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """One call's picks matrix (integers; every row sums to ``tokens x top_k``)."""
