@@ -125,7 +125,7 @@ def _experiments(block: str) -> list[dict]:
     if set(data) <= TOPOLOGY_KEYS:
         exp["topology"].update(data)
         return [exp]
-    if "jobs" in data:
+    if "jobs" in data or "cluster" in data:
         exp.pop("workload")
     exp.update(data)
     return [exp]
@@ -142,6 +142,7 @@ def test_yaml_blocks_validate(page, i, block, tmp_path):
     (tmp_path / "experiments").mkdir()
     for csv in (ROOT / "experiments").glob("*.csv"):
         (tmp_path / "experiments" / csv.name).symlink_to(csv)
+    (tmp_path / "experiments" / "traces").symlink_to(ROOT / "experiments" / "traces")
     for n, exp in enumerate(_experiments(block)):
         path = tmp_path / "experiments" / f"doc{n}.yaml"
         path.write_text(yaml.safe_dump(exp, sort_keys=False))
