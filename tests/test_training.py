@@ -308,7 +308,7 @@ def test_bad_jobs_name_the_job():
         parse_spec(spec)
     spec = multijob()
     spec["workload"] = spec["jobs"][0]["workload"]
-    with pytest.raises(ConfigError, match="either workload"):
+    with pytest.raises(ConfigError, match="give one of workload"):
         parse_spec(spec)
     spec = multijob()
     spec["jobs"][0]["workload"]["parallelism"] = {"tp": 2, "dp": 16}

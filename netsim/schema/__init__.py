@@ -46,7 +46,7 @@ def experiment_schema() -> dict:
     --------
     >>> schema = experiment_schema()
     >>> sorted(schema["properties"])[:4]
-    ['description', 'engine', 'faults', 'jobs']
+    ['cluster', 'description', 'engine', 'faults']
     >>> "repeats" in schema["properties"] and schema["additionalProperties"]
     False
     """
