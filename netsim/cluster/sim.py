@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -38,7 +39,15 @@ from netsim.engine import Environment, Fabric
 from netsim.engine.ideal import core_mask
 from netsim.errors import ConfigError
 from netsim.experiment.results import CLUSTER_JOB_COLUMNS, CLUSTER_SERIES_COLUMNS
-from netsim.experiment.run import JobPlan, RunResult, _rngs, build_topology, choose_partitions, simulate, spec_hash
+from netsim.experiment.run import (
+    JobPlan,
+    RunResult,
+    _rngs,
+    build_topology,
+    choose_partitions,
+    simulate,
+    spec_hash,
+)
 from netsim.placement import host_domains, make_placement
 from netsim.routing import make_routing
 from netsim.topology import Topology
@@ -102,7 +111,7 @@ def trace_jobs(spec: ExperimentSpec, trace: JobTrace) -> list[TraceJob]:
         workload.pop("iterations", None)
         try:
             job = JobSpec.model_validate({"name": _name(row.job, i), "workload": workload})
-        except Exception as exc:  # noqa: BLE001 - located below
+        except (ValueError, ConfigError) as exc:  # (pydantic's ValidationError is a ValueError)
             raise ConfigError(f"job {row.job!r} of the trace: {exc}", "cluster.trace") from None
         out.append(TraceJob(i, str(row.job), str(row.kind), str(row.model), int(row.gpus), float(row.submit_s), job,
                             json.dumps(workload, sort_keys=True, default=str)))
@@ -111,7 +120,6 @@ def trace_jobs(spec: ExperimentSpec, trace: JobTrace) -> list[TraceJob]:
 
 def _name(job: str, i: int) -> str:
     """A job name the spec accepts (trace names allow ``:``, which job names do not)."""
-    import re
     clean = re.sub(r"[^A-Za-z0-9_.-]", "-", job)
     return clean if clean and clean[0].isalnum() else f"job-{i}"
 
@@ -154,8 +162,8 @@ class Sample:
         per = 1.0 / length_s if length_s > 0 else 0.0
         return cls(times, length_s, fabric.link_bytes * per, fabric.link_busy_s * per,
                    np.array(fabric.link_peak_util, dtype=np.float64),
-                   np.array(fabric.offered_peak if fabric.track_congestion else 0.0 * fabric.link_bytes),
-                   np.array(fabric.spray_offered_peak if fabric.track_congestion else 0.0 * fabric.link_bytes),
+                   np.array(fabric.offered_peak) if fabric.track_congestion else np.zeros_like(fabric.link_bytes),
+                   np.array(fabric.spray_offered_peak) if fabric.track_congestion else np.zeros_like(fabric.link_bytes),
                    {k: int(fabric.stats.get(k, 0)) for k in ("flows", "subflows", "reroutes", "solver_calls")},
                    fabric.queue_pair_totals())
 

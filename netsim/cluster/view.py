@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from netsim.experiment.results import FLOW_COLUMNS
+
 
 class ClusterFabric:
     """Epoch samples accumulated into run-long link statistics (see the module docstring)."""
@@ -56,8 +58,7 @@ class ClusterFabric:
         """No per-message records: an extrapolated run keeps none."""
         ints = ("flow_id", "src", "dst", "channel", "job", "n_paths")
         return {k: np.zeros(0, dtype=np.int64 if k in ints else (object if k == "connection" else np.float64))
-                for k in ("flow_id", "connection", "src", "dst", "channel", "job", "size_bytes", "start_s", "end_s",
-                          "n_paths")}
+                for k in FLOW_COLUMNS[1:]}
 
     def finalize(self) -> None:
         """Nothing is pending."""

@@ -72,7 +72,6 @@ from netsim.routing.routes import from_routes
 from netsim.routing.spray import Spray
 from netsim.topology import LINK_KINDS, Topology
 
-
 _CORES = itertools.count()
 
 

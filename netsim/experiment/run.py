@@ -12,14 +12,14 @@ import numpy as np
 
 from netsim import fabrics
 from netsim.collectives import CollectiveRecord
+from netsim.collectives.ideal import IdealModel
 from netsim.config import ExperimentSpec, JobSpec, TrainingWorkload
 from netsim.engine import Environment, Fabric
-from netsim.errors import ConfigError, NetsimError
 from netsim.engine.faults import fault_process, resolve_faults
+from netsim.errors import ConfigError, NetsimError
 from netsim.placement import make_placement
 from netsim.routing import make_routing
 from netsim.topology import Topology
-from netsim.collectives.ideal import IdealModel
 from netsim.workload import SequencePlan, plan_workload, run_workload
 from netsim.workload.pipeline import IterationRecord, TrainingPlan, plan_training, run_training, stage_speeds
 from netsim.workload.trace import TracePlan, is_trace, plan_trace, run_trace, trace_ranks

@@ -32,17 +32,23 @@ import numpy as np
 import simpy
 
 from netsim.collectives import CollectiveRecord, get_algorithm, run_collective
-from netsim.engine.reference import run_schedule
 from netsim.collectives.ideal import IdealModel
 from netsim.config import TrainingWorkload
 from netsim.engine import Fabric
 from netsim.engine.model import ScheduleBuilder
+from netsim.engine.reference import run_schedule
 from netsim.errors import ConfigError
 from netsim.routing.base import Connection
 from netsim.topology import Topology
 from netsim.workload.moe import MoEPlan, read_picks
-from netsim.workload.training import (GPU_PROFILES, GPTModel, GPUProfile, Parallelism, one_f_one_b_order,
-                                     partition_layers)
+from netsim.workload.training import (
+    GPU_PROFILES,
+    GPTModel,
+    GPUProfile,
+    Parallelism,
+    one_f_one_b_order,
+    partition_layers,
+)
 
 BREAKDOWN = ("compute_s", "tp_s", "pp_s", "dp_s", "ep_s", "bubble_s")
 
@@ -442,8 +448,7 @@ class _Iteration:
             else:
                 picks = self.picks.pop((layer, *call))
             first, second = picks * (h * dispatch / tp), picks.T * (h * combine / tp)
-            seconds = np.array([self.plan.gpu.seconds(f) for f in
-                                picks.sum(axis=0) * experts.pick_flops() * (1 if op == "F" else 2) / tp])
+            seconds = self.plan.gpu.seconds(picks.sum(axis=0) * experts.pick_flops() * (1 if op == "F" else 2) / tp)
             expert_s = np.maximum(expert_s, seconds)
             marks = [b.n_tasks]
             ends = build(b, list(comm.gpus), 0.0, job=plan.job, comm=comm.comm, tcp=comm.tcp,
