@@ -66,6 +66,14 @@ class C4P(PolicyBase):
         self._routes: dict[Connection, Routes] = {}
         self._index: dict[Connection, int] = {}
         self._choices: dict[tuple[int, int, bool], list[tuple[int, ...]]] = {}
+        # Bundles: the parallel cables between two nodes (any one of them serves a path equally).
+        ends = np.stack([topology.links.src, topology.links.dst], axis=1)
+        _, bundle = np.unique(ends, axis=0, return_inverse=True)
+        self._bundle = bundle.reshape(-1)
+        self._members: defaultdict[int, list[int]] = defaultdict(list)
+        for lk in np.flatnonzero(self._planned):
+            self._members[int(self._bundle[lk])].append(int(lk))
+        self._groups: dict[tuple[int, int, bool], dict[tuple[int, ...], list[int]]] = {}
 
     def _candidates(self, conn: Connection) -> list[tuple[int, ...]]:
         """The pair's paths reduced to the planned links on which they differ."""
@@ -132,41 +140,88 @@ class C4P(PolicyBase):
             self._release(conn)
             self._place(conn, index)
 
-    def _make_room(self, link: int, peak: float, depth: int, moving: set[Connection], budget: list[int],
-                   log: list, reserved: set[int]) -> bool:
-        """Move a connection off ``link`` to a path within ``peak``, first making room on that path's one
-        overflowing link recursively: an augmenting (Kempe) chain, as in bipartite edge colouring.
-        The connection being moved is lifted off its path while the chain is searched, so the rest
-        of the chain may use what it frees (but never the links the chain is freeing, ``reserved``); a
-        chain that fails is undone move by move."""
-        reserved = reserved | {link}
-        for other in sorted(self._on_link[link], key=_order):
-            if other in moving:
+    def _by_bundles(self, conn: Connection) -> dict[tuple[int, ...], list[int]]:
+        """The pair's candidates grouped by the bundles they cross: the paths of one group differ only in
+        which of parallel cables they take, so the planner searches groups, then picks the cables."""
+        key = (conn.src, conn.dst, conn.tcp)
+        groups = self._groups.get(key)
+        if groups is None:
+            groups = self._groups[key] = {}
+            for i, links in enumerate(self._candidates(conn)):
+                groups.setdefault(tuple(int(self._bundle[lk]) for lk in links), []).append(i)
+        return groups
+
+    def _full(self, bundles, peak: float) -> list[int]:
+        """The bundles among ``bundles`` with no live cable that one more connection would leave within ``peak``."""
+        load, limit = self.connections, peak * (1 + 1e-12)
+        return [b for b in bundles
+                if not any(load[lk] + self._weight(lk) <= limit for lk in self._members[b]
+                           if not self.failed or lk not in self.failed)]
+
+    def _fitting(self, conn: Connection, indices: list[int], peak: float) -> int | None:
+        """The cheapest live path among ``indices`` with every planned link within ``peak``; None if none."""
+        paths = self.topology.paths(conn.src, conn.dst, conn.tcp)
+        load, best, best_cost = self.connections, None, None
+        for i in indices:
+            links = self._candidates(conn)[i]
+            if self._fits(links, peak) or (self.failed and not self.failed.isdisjoint(paths[i])):
                 continue
-            mark = len(log)
-            paths = self.topology.paths(other.src, other.dst, other.tcp)
+            after = [load[lk] + self._weight(lk) for lk in links]
+            cost = (max(after, default=0.0), sum(after))
+            if best_cost is None or cost < best_cost:
+                best, best_cost = i, cost
+        return best
+
+    def _make_room(self, bundle: int, peak: float, depth: int, moving: set[Connection], budget: list[int],
+                   log: list, reserved: set[int]) -> bool:
+        """Move a connection off ``bundle`` to a path within ``peak``, first making room on that path's one
+        full bundle recursively: an augmenting (Kempe) chain, as in bipartite edge colouring. Paths are
+        searched by the bundles they cross (parallel cables are one resource with several slots) and a
+        direct move is tried before any chain. The connection being moved is lifted off its path while
+        the chain is searched, so the rest of the chain may use what it frees (but never the bundles
+        the chain is freeing, ``reserved``); a chain that fails is undone move by move. Occupants that
+        are interchangeable (same choices, same current bundles) are tried once."""
+        reserved = reserved | {bundle}
+        occupants = set().union(*(self._on_link[lk] for lk in self._members[bundle]))
+        tried = set()
+        for other in sorted(occupants, key=_order):
+            groups = self._by_bundles(other)
             home = self._index[other]
+            kind = (tuple(groups), tuple(int(self._bundle[lk]) for lk in self._candidates(other)[home]))
+            if other in moving or kind in tried:
+                continue
+            tried.add(kind)
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            mark = len(log)
             log.append((other, home))
             self._release(other)
             self._index[other] = home  # lifted: remembered for the undo
             moving.add(other)
-            for alt, links in enumerate(self._candidates(other)):
-                budget[0] -= 1
-                if budget[0] < 0:
-                    break
-                if not reserved.isdisjoint(links) or (self.failed and not self.failed.isdisjoint(paths[alt])):
+            chains: dict[int, tuple[int, ...]] = {}  # full bundle -> the group of paths over it
+            for sig, indices in groups.items():
+                if not reserved.isdisjoint(sig):
                     continue
-                inner = len(log)
-                over = self._fits(links, peak)
-                if over and (depth == 0 or len(over) > 1
-                             or not self._make_room(over[0], peak, depth - 1, moving, budget, log, reserved)):
-                    self._undo(log, inner)
-                    continue
-                if not self._fits(links, peak):
-                    self._place(other, alt)
+                direct = self._fitting(other, indices, peak)
+                if direct is not None:
+                    self._place(other, direct)
                     moving.discard(other)
                     return True
+                full = self._full(sig, peak)
+                if len(full) == 1:
+                    chains.setdefault(full[0], sig)
+            for full_bundle, sig in chains.items() if depth > 0 else ():
+                inner = len(log)
+                if self._make_room(full_bundle, peak, depth - 1, moving, budget, log, reserved):
+                    index = self._fitting(other, groups[sig], peak)
+                    if index is not None:
+                        self._place(other, index)
+                        moving.discard(other)
+                        return True
                 self._undo(log, inner)
+                if budget[0] < 0:
+                    break
             moving.discard(other)
             # Put everything back as it was before this attempt (``other`` goes home last).
             while len(log) > mark + 1:
@@ -181,21 +236,28 @@ class C4P(PolicyBase):
 
     def _assign(self, conn: Connection) -> Routes:
         """Place ``conn`` on its cheapest path. If even that would raise the busiest planned link above
-        the peak so far, first try to make room on a candidate with a single overflowing link: move
-        its occupant along an augmenting chain of up to ``repair`` moves (Kempe-chain swaps)."""
+        the peak so far, first try to make room on a group of candidates with a single full bundle:
+        move an occupant along an augmenting chain (Kempe-chain swaps), shortest chains first
+        (iterative deepening up to ``repair`` moves), so a deep search down one branch cannot use up
+        the budget a short chain elsewhere needed."""
         best = self._best(conn)
         if best is None:  # every candidate crosses a failed link: wait on the first
             best = 0
         peak = self._peak
         if self.repair and peak > 0 and self._fits(self._candidates(conn)[best], peak):
             budget = [self.repair * 500]
-            paths = self.topology.paths(conn.src, conn.dst, conn.tcp)
-            for i, links in enumerate(self._candidates(conn)):  # the first candidate made room for wins
-                over = self._fits(links, peak)
-                if len(over) == 1 and (not self.failed or self.failed.isdisjoint(paths[i])) \
-                        and self._make_room(over[0], peak, self.repair - 1, {conn}, budget, [], set(links)):
-                    break
-                if budget[0] < 0:
+            targets: dict[int, tuple[int, ...]] = {}  # full bundle -> the first group of candidates over it
+            for sig in self._by_bundles(conn):
+                full = self._full(sig, peak)
+                if len(full) == 1:
+                    targets.setdefault(full[0], sig)
+            done = False
+            for depth in range(self.repair):
+                for full_bundle, sig in targets.items():
+                    done = self._make_room(full_bundle, peak, depth, {conn}, budget, [], set(sig))
+                    if done or budget[0] < 0:
+                        break
+                if done or budget[0] < 0:
                     break
             again = self._best(conn)
             best = best if again is None else again
