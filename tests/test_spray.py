@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from netsim.errors import ConfigError
 from netsim.routing import Connection, make_routing
 from netsim.topology import LINK_KINDS
 from tests.conftest import GB, make_fabric, make_leaf_spine
@@ -92,3 +93,67 @@ def test_spray_loads_every_uplink_with_n_f_over_s(n, s, size):
     assert fab.link_bytes[up] == pytest.approx(np.full(s, n * size / s), rel=1e-9)
     # fluid spraying never leaves a flow slower than its fair share of the uplinks or its NIC
     assert env.now == pytest.approx(size / min(GB, s * GB / n), rel=1e-9)
+
+
+# --------------------------------------------------------------------------- adaptive spraying under faults
+@pytest.mark.parametrize("fraction", [0.25, 0.5, 0.75])
+def test_adaptive_spraying_moves_the_shares_off_a_degraded_cable(fraction):
+    """Two hosts on two leaves, two spines, NIC = cable = B; leaf0-spine0 (both ways) runs at ``fraction``
+    of B from t = 0. A 2-rank ring allreduce moves S bytes each way. Oblivious spraying keeps half of
+    every flow on the slow cable: rate min(B, 2 f B) throughout. Adaptive spraying does the same until
+    the hosts see the fault (r = 20 us), then shares follow the paths' capacities and the NIC's B is
+    reached: time r + (S - r min(B, 2fB)) / B."""
+    from tests.test_faults import experiment
+    size, rate, react = 16 * 2**20, 100e9 / 8, 20e-6
+    fault = [{"at": 0, "link": "leaf0-spine0", "action": "degrade", "fraction": fraction}]
+    slow = min(rate, 2 * fraction * rate)
+    oblivious = experiment("spray", fault, hosts_per_leaf=1, size="16MiB").collectives[0].duration_s
+    adaptive = experiment({"type": "spray", "adaptive": True, "reconvergence": "20us"}, fault, hosts_per_leaf=1,
+                          size="16MiB").collectives[0].duration_s
+    assert oblivious == pytest.approx(size / slow, rel=1e-9)
+    assert adaptive == pytest.approx(react + (size - react * slow) / rate, rel=1e-9)
+
+
+def test_adaptive_spraying_is_spraying_on_a_healthy_fabric():
+    """Without a fault the adaptive shares are the equal ones: the same time to the bit."""
+    from tests.test_faults import experiment
+    plain = experiment("spray", hosts_per_leaf=2, size="8MiB").collectives[0].duration_s
+    adaptive = experiment({"type": "spray", "adaptive": True}, hosts_per_leaf=2, size="8MiB").collectives[0].duration_s
+    assert adaptive == plain
+
+
+def test_adaptive_must_be_a_boolean():
+    from tests.test_faults import experiment
+    with pytest.raises(ConfigError, match="adaptive must be true or false") as err:
+        experiment({"type": "spray", "adaptive": "yes"})
+    assert err.value.path == "routing.adaptive"
+
+
+def _failure_time(routing, faults) -> float:
+    """The 64 MB ring of experiments/failures-spray-vs-split.yaml on a 4 x 4 leaf-spine (4 NICs per leaf)."""
+    from netsim.config import ExperimentSpec
+    from netsim.experiment import run_experiment
+    data = {"name": "f", "seed": 1, "routing": routing, "faults": faults,
+            "topology": {"type": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 2, "gpus_per_host": 2,
+                         "nics_per_host": 2, "nic": {"bandwidth": "400Gbps", "latency": "1us"},
+                         "uplink": {"bandwidth": "400Gbps", "latency": "500ns"}, "intra_host": {"bandwidth": "900GB/s"}},
+            "placement": {"type": "random", "by": "host"},
+            "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "64MB", "channels": 2}}
+    return run_experiment(ExperimentSpec.model_validate(data)).collectives[0].duration_s
+
+
+def test_splitting_ties_spraying_when_healthy_and_adaptive_spraying_wins_once_a_cable_degrades():
+    """docs/failures.md in small: healthy, Ethereal = oblivious spray = adaptive spray = C4P; one cable at
+    25%, Ethereal and oblivious spraying keep their equal share on it (the same time), C4P re-plans but
+    stays on single paths, and adaptive spraying beats them all; one cable down, Ethereal recovers after
+    its 1 ms timeout and adaptive spraying after 20 us."""
+    adaptive = {"type": "spray", "adaptive": True, "reconvergence": "20us"}
+    policies = {"ethereal": "ethereal", "spray": "spray", "adaptive": adaptive, "c4p": "c4p"}
+    healthy = {k: _failure_time(p, []) for k, p in policies.items()}
+    assert max(healthy.values()) == pytest.approx(min(healthy.values()), rel=1e-9)
+    slow = {k: _failure_time(p, [{"at": 0, "link": "leaf0-spine0", "action": "degrade", "fraction": 0.25}])
+            for k, p in policies.items()}
+    assert slow["ethereal"] == pytest.approx(slow["spray"], rel=1e-9)
+    assert slow["adaptive"] < 0.6 * min(slow["ethereal"], slow["c4p"])
+    down = {k: _failure_time(p, [{"at": 0, "link": "leaf0-spine0", "action": "down"}]) for k, p in policies.items()}
+    assert down["adaptive"] < down["ethereal"] < down["spray"]

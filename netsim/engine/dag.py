@@ -511,10 +511,10 @@ def _move_rerouted(now, ti, ci, cf, ri, pi, pf, ll, lw, core, ok, oa, okey_pos, 
         if same:
             l0 = pi[PI_L0, p_new]
             for k in range(nl_row[s]):
-                if ll[l0 + k] != links[s, k]:
+                if ll[l0 + k] != links[s, k] or lw[l0 + k] != w[s, k]:
                     same = False
                     break
-        if same:  # its path did not change: it stays (Fabric._reroute compares the links)
+        if same:  # its path and shares did not change: it stays (Fabric._reroute compares the links)
             slot_piece[s] = p_new  # (its piece in the new routes: the same links)
             continue
         left = num[s, 2] - num[s, 1] * (now - num[s, 3])  # REM - RATE * (now - UPD)

@@ -471,7 +471,7 @@ class ReferenceFabric(_ReferenceResults, Fabric):
                 updated[id(parent)] = (parent, routes)
                 index = flow.index % len(routes)
                 entry = self._incidence((conn, index), routes, index)
-            if entry[2] != flow.link_list:
+            if entry[2] != flow.link_list or entry[3] != flow.weight_list:  # new links or new shares
                 self._move(flow, entry, now, seeds)
         for parent, routes in updated.values():
             parent.routes = routes

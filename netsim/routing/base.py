@@ -184,14 +184,16 @@ class PolicyBase:
         """Decide a batch of connections jointly before :meth:`paths` is asked for each (C4P, Ethereal);
         by default each connection is decided on its own, when asked."""
 
-    def decide_failed(self, table: RouteTable, cols: Columns, owner: np.ndarray, decide) -> RouteTable:
+    def decide_failed(self, table: RouteTable, cols: Columns, owner: np.ndarray, decide,
+                      links: frozenset[int] | None = None) -> RouteTable:
         """``table`` (of the connections ``cols``; piece ``p`` belongs to connection ``owner[p]``) with
-        every connection that has a piece over a failed link decided again, one by one, by
-        ``decide(connection) -> Routes``: faults are rare, so their exceptions are Python."""
-        if not self.failed:
+        every connection that has a piece over a failed link (or over one of ``links``) decided again,
+        one by one, by ``decide(connection) -> Routes``: faults are rare, so their exceptions are Python."""
+        links = self.failed if links is None else links
+        if not links:
             return table
         hit = np.zeros(len(cols), dtype=bool)
-        hit[owner[crossing(table, self.failed)]] = True
+        hit[owner[crossing(table, links)]] = True
         rows = np.flatnonzero(hit)
         if not len(rows):
             return table

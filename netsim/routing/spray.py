@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from netsim.errors import ConfigError
 from netsim.routing.base import DEFAULT_RECONVERGENCE, ROUTING, Connection, PolicyBase, Routes, option_time
 from netsim.routing.routes import Columns, _route_table, connection_columns, in_chunks
 from netsim.topology import Topology
@@ -21,13 +22,20 @@ class Spray(PolicyBase):
     The fluid limit of per-packet spraying with perfect reordering at the receiver: no hash
     collisions, so an n-to-n leaf-to-leaf pattern loads every uplink with exactly n f / s.
     The shares are fixed fractions of one flow (packets are sprayed obliviously), so a path that
-    fails stalls the whole flow until routing reconverges and drops it from the set.
+    fails stalls the whole flow until routing reconverges and drops it from the set, and a degraded
+    path keeps its equal share. ``adaptive`` is host-based spraying with end-to-end path feedback
+    (McClure et al., arXiv 2507.21372): once the hosts see a path's condition (``reconvergence``
+    later: a few round trips, not a routing protocol's time), each path's share follows the capacity
+    of its slowest link, so a degraded path carries proportionally less and a dead one nothing.
     The generator is accepted for a uniform policy signature and not used.
 
     Parameters
     ----------
     reconvergence:
-        Routing reconvergence time after a link fault (default 10 ms, an estimate).
+        Time to learn of a link fault (default 10 ms, an estimate of routing reconvergence; for
+        ``adaptive`` spraying set it to the hosts' feedback delay, e.g. 20 us).
+    adaptive:
+        Shares follow the live capacity of each path after a fault (default false: oblivious).
     """
 
     #: Each connection keeps the routes it got on first use until a fault (Fabric.run_ring relies on it).
@@ -37,15 +45,31 @@ class Spray(PolicyBase):
     unbounded: np.ndarray | None = None
 
     def __init__(self, topology: Topology, rng: np.random.Generator | None = None,
-                 reconvergence: str | float = DEFAULT_RECONVERGENCE):
+                 reconvergence: str | float = DEFAULT_RECONVERGENCE, adaptive: bool = False):
         super().__init__()
         self.topology = topology
         self.reaction_s = option_time(reconvergence, "reconvergence")
+        if not isinstance(adaptive, bool):
+            raise ConfigError(f"adaptive must be true or false, got {adaptive!r}", "routing.adaptive")
+        self.adaptive = adaptive
         self._routes: dict[tuple[int, int, bool], Routes] = {}
 
     def _decide(self, key: tuple[int, int, bool]) -> Routes:
         candidates = self.live(self.topology.paths(*key))
+        if self.adaptive and self.link_state:
+            capacity, state = self.topology.links.capacity_Bps, self.link_state
+            room = [min(capacity[lk] * state.get(lk, 1.0) for lk in p) for p in candidates]
+            total = sum(room)
+            if total > 0:
+                return [(p, r / total) for p, r in zip(candidates, room) if r > 0]
         return [(p, 1.0 / len(candidates)) for p in candidates]
+
+    def _touched(self) -> frozenset[int] | None:
+        """Links whose connections are decided one by one: the failed ones, and for adaptive spraying
+        the degraded ones too (their shares are no longer equal)."""
+        if not self.adaptive:
+            return None
+        return frozenset(lk for lk, frac in self.link_state.items() if frac < 1.0)
 
     def paths(self, connection: Connection) -> Routes:
         """All live equal-cost paths of ``connection``, equal shares (shared by every connection of the pair)."""
@@ -87,7 +111,8 @@ class Spray(PolicyBase):
                 weights[at] = w
         delay = ps.max_latency_s() + ps.overhead_s
         table = _route_table(np.arange(n + 1), np.ones(n), delay, ps.n, link_ptr, links, weights)
-        return self.decide_failed(table, cols, np.arange(n), lambda c: self._decide((c.src, c.dst, c.tcp)))
+        return self.decide_failed(table, cols, np.arange(n), lambda c: self._decide((c.src, c.dst, c.tcp)),
+                                  self._touched())
 
 
 def repeated_sums(n: np.ndarray, per_row: np.ndarray, counts: np.ndarray) -> np.ndarray:
