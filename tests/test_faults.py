@@ -1,4 +1,4 @@
-"""Timed faults (down / up / degrade): no byte lost, each policy pays its reaction time, clear errors."""
+"""Timed faults (down / up / degrade / flap, on cables, NICs and switches): no byte lost, each policy pays its reaction time, clear errors."""
 
 import functools
 import re
@@ -101,13 +101,16 @@ def scenarios(draw):
         host = draw(st.integers(0, leaves * hosts_per_leaf - 1))
         return f"h{host}.nic{draw(st.integers(0, nics_per_host - 1))}"
 
-    raw = draw(st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.sampled_from(["link", "nic"]),
-                                  st.sampled_from(["down", "degrade", "up"]),
+    def switch():
+        return draw(st.sampled_from([f"leaf{i}" for i in range(leaves)] + [f"spine{j}" for j in range(spines)]))
+
+    raw = draw(st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.sampled_from(["link", "nic", "switch"]),
+                                  st.sampled_from(["down", "degrade", "up", "flap"]),
                                   st.sampled_from([0.25, 0.5, 0.75])),
                         min_size=1, max_size=5))
     events = []
     for at, kind, action, fraction in raw:
-        target = {"link": cable()} if kind == "link" else {"nic": nic()}
+        target = {"link": cable()} if kind == "link" else {"nic": nic()} if kind == "nic" else {"switch": switch()}
         events.append((at, target, action, fraction))
     restore_at = draw(st.floats(0, 1))
     topo = dict(leaves=leaves, spines=spines, uplinks=uplinks, hosts_per_leaf=hosts_per_leaf,
@@ -117,12 +120,15 @@ def scenarios(draw):
 
 
 def fault_list(events, restore_at, duration):
-    """Fault entries at fractions of ``duration``; all targets that went down come back up after the last."""
+    """Fault entries at fractions of ``duration``; all targets that went down come back up after the last.
+    A flap goes down for ``fraction`` of a tenth of ``duration``, three times (it ends up)."""
     faults, downed = [], {}
     for at, target, action, fraction in events:
         entry = {"at": at * duration, **target, "action": action}
         if action == "degrade":
             entry["fraction"] = fraction
+        if action == "flap":
+            entry.update(period=duration / 10, down_for=fraction * duration / 10, count=3)
         faults.append(entry)
         if action == "down":
             downed[tuple(target.items())] = target
@@ -143,8 +149,8 @@ def _host_links(topo, kind: str, end: str) -> dict[int, np.ndarray]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_faults_never_lose_or_invent_a_byte(scenario):
-    """Any schedule of downs, degrades and ups (all downs undone in the end): every posted byte arrives
-    once, and per host the NIC links carried exactly the bytes its GPUs exchanged with other hosts
+    """Any schedule of downs, degrades, flaps and ups of cables, NICs and switches (all downs undone in
+    the end): every posted byte arrives once, and per host the NIC links carried exactly the bytes its GPUs exchanged with other hosts
     (1e-6 relative)."""
     topo_args, routing, events, restore_at, seed = scenario
     duration = healthy_duration(**topo_args)
@@ -387,8 +393,11 @@ BAD_FAULTS = [
     ("not a cable", {"link": "leaf0", "action": "down"}, "faults.1.link", "name a cable by its ends"),
     ("fraction out of range", {"link": "leaf0-spine0#0", "action": "degrade", "fraction": 1.5},
      "faults.1.fraction", "less than 1"),
-    ("unknown action", {"link": "leaf0-spine0#0", "action": "flap"}, "faults.1.action",
-     "'down', 'up' or 'degrade'"),
+    ("unknown action", {"link": "leaf0-spine0#0", "action": "explode"}, "faults.1.action",
+     "'down', 'up', 'degrade', 'flap' or 'slow'"),
+    ("switch naming a NIC", {"switch": "h0.nic0", "action": "down"}, "faults.1.switch",
+     "'h0.nic0' is not a switch"),
+    ("unknown switch", {"switch": "spine7", "action": "down"}, "faults.1.switch", "no node named 'spine7'"),
 ]
 
 

@@ -390,7 +390,14 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
         for link, cap in capacities.items():
             link = int(link)
             table.capacity[link] = float(cap)
-            self.xseeds[iv[IV_NXSEED]] = link
+            n = iv[IV_NXSEED]
+            if n == len(self.xseeds):  # links changed again before the solver ran (a switch fault twice at
+                seeds = np.unique(self.xseeds[:n])  # one instant): each needs re-solving once
+                self.xseeds[:len(seeds)] = seeds
+                iv[IV_NXSEED] = n = len(seeds)
+                if n == len(self.xseeds):  # every link is pending already, this one included
+                    continue
+            self.xseeds[n] = link
             iv[IV_NXSEED] += 1
         self._arm()
 

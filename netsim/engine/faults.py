@@ -1,10 +1,14 @@
-"""Timed faults: links and NICs going down, coming back, or running degraded, and how routing learns of them.
+"""Timed faults: links, NICs and switches going down, coming back, flapping or running degraded, and how
+routing learns of them.
 
 A fault changes a link's capacity at once (flows on a dead link stall at rate 0; on a degraded one
 they are re-solved). The routing policy learns of it only ``reaction_s`` later (ECMP's routing
 reconvergence, Ethereal's queue-pair timeout, C4P's detection): then it revises its choices and
 the Fabric moves in-flight messages onto their new routes. No byte is lost: a stalled message
 keeps its remaining bytes until a live route carries them.
+
+A ``flap`` entry is expanded here into its down/up pairs; ``gpu`` entries (slow GPUs) are not the
+network's business and are skipped (the workload applies them, :mod:`netsim.experiment.faultplan`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import simpy
 
 from netsim.errors import ConfigError
 from netsim.topology import LINK_KINDS, Topology
+from netsim.topology.topology import SWITCH_KINDS
 
 
 @dataclass(frozen=True)
@@ -92,19 +97,47 @@ def _nic_links(topology: Topology, name: str, path: str) -> tuple[int, ...]:
     return tuple(int(i) for i in np.flatnonzero(mask))
 
 
+def _switch_links(topology: Topology, name: str, path: str) -> tuple[int, ...]:
+    node = _node(topology, name, path)
+    if topology.graph.nodes[node].get("kind") not in SWITCH_KINDS:
+        raise ConfigError(f"{name!r} is not a switch (switch names look like leaf0, spine3)", path)
+    lt = topology.links
+    return tuple(int(i) for i in np.flatnonzero((lt.src == node) | (lt.dst == node)))
+
+
+def fault_links(fault, topology: Topology, path: str) -> tuple[int, ...]:
+    """Link ids a link, nic or switch fault entry hits (ConfigError at ``path.<target>`` otherwise)."""
+    if fault.link is not None:
+        return _cable(topology, fault.link, f"{path}.link")
+    if fault.nic is not None:
+        return _nic_links(topology, fault.nic, f"{path}.nic")
+    return _switch_links(topology, fault.switch, f"{path}.switch")
+
+
+def resolve_fault(fault, topology: Topology, path: str) -> list[Fault]:
+    """The timed capacity changes of one fault entry (a ``flap``: its down/up pairs); [] for a GPU."""
+    if fault.gpu is not None:
+        return []
+    links = fault_links(fault, topology, path)
+    if fault.action == "flap":
+        out = []
+        for k in range(fault.flaps):
+            start = float(fault.at) + k * float(fault.period)
+            out += [Fault(start, links, 0.0), Fault(start + float(fault.down_for), links, 1.0)]
+        return out
+    fraction = {"down": 0.0, "up": 1.0}.get(fault.action, fault.fraction)
+    return [Fault(float(fault.at), links, float(fraction))]
+
+
 def resolve_faults(faults, topology: Topology) -> list[Fault]:
     """Turn ``spec.faults`` into link ids on ``topology``, in time order (stable for equal times).
 
-    Raises a ConfigError with the YAML path (``faults.2.link``) for names that do not resolve.
+    Flaps are expanded into down/up pairs; GPU entries are skipped. Raises a ConfigError with the
+    YAML path (``faults.2.link``) for names that do not resolve.
     """
     out = []
     for i, f in enumerate(faults):
-        if f.link is not None:
-            links = _cable(topology, f.link, f"faults.{i}.link")
-        else:
-            links = _nic_links(topology, f.nic, f"faults.{i}.nic")
-        fraction = {"down": 0.0, "up": 1.0}.get(f.action, f.fraction)
-        out.append(Fault(float(f.at), links, float(fraction)))
+        out += resolve_fault(f, topology, f"faults.{i}")
     return sorted(out, key=lambda f: f.at_s)
 
 

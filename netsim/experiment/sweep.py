@@ -217,6 +217,8 @@ def execute(run: PlannedRun) -> RunOutcome:
                           traceback=traceback.format_exc())
     info.update(wall_s=result.wall_s, topology=result.topology.describe(),
                 spec=run.spec.model_dump(mode="json"))
+    if "stragglers" in result.extra:  # the drawn slow GPUs: who was slow, and by how much
+        info["stragglers"] = result.extra["stragglers"]
     return RunOutcome(run.run_id, True, tables=tables, info=info)
 
 

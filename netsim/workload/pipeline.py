@@ -20,6 +20,10 @@ allreduce blocks), exposed PP (waiting for an activation/gradient that is in fli
 (after the last compute until the gradients are synchronised) and bubble (the rest: waiting for
 a peer stage that has not sent yet, or for the slowest process at the iteration's end). The job's
 breakdown is the mean over its stage processes; every part sums to the iteration time.
+
+Slow GPUs (``speeds``, :mod:`netsim.workload.speeds`) stretch compute: a pass's compute takes the
+factor of its TP group's slowest GPU at the instant it starts; an MoE layer's routed experts take
+their own GPU's factor at the layer's start.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from netsim.errors import ConfigError
 from netsim.routing.base import Connection
 from netsim.topology import Topology
 from netsim.workload.moe import MoEPlan, read_picks
+from netsim.workload.speeds import ComputeSpeeds
 from netsim.workload.training import (
     GPU_PROFILES,
     GPTModel,
@@ -325,15 +330,21 @@ class _Iteration:
     """One iteration of one job: the stage processes, their mailbox, DP rendezvous and accounting."""
 
     def __init__(self, env: simpy.Environment, fabric: Fabric, plan: TrainingPlan, iteration: int,
-                 records: list[CollectiveRecord], ideal: IdealModel | None):
+                 records: list[CollectiveRecord], ideal: IdealModel | None, speeds: ComputeSpeeds | None = None):
         self.env, self.fabric, self.plan, self.iteration = env, fabric, plan, iteration
-        self.records, self.ideal = records, ideal
+        self.records, self.ideal, self.speeds = records, ideal, speeds
         self.box = _Mailbox(env)
         self.buckets: dict[tuple[int, int], list] = {}
         self.account: dict[tuple[int, int], dict[str, float]] = {}
         self.order = one_f_one_b_order(plan.par.pp, plan.micro_batches)
         self.moe_meet: dict[tuple, list] = {}           #: MoE layer rendezvous: key -> [arrived, event]
         self.picks: dict[tuple, np.ndarray] = {}         #: forward picks, reused by the backward
+
+    def _slow(self, stage: int, replica: int) -> float:
+        """Compute factor of a task the TP group of (stage, replica) starts now: its slowest GPU's."""
+        if not self.speeds:
+            return 1.0
+        return self.speeds.slowest(self.plan.tp_groups[(stage, replica)].gpus, self.env.now)
 
     # ------------------------------------------------------------------ collectives
     def _collective(self, op: str, algorithm: str, comm: Communicator, size: float, channels: int,
@@ -371,7 +382,7 @@ class _Iteration:
         fired = 0
         for i in range(steps):
             t = env.now
-            yield env.timeout(compute_s / steps)
+            yield env.timeout(compute_s / steps * self._slow(stage, replica))
             acct["compute_s"] += env.now - t
             t = env.now
             yield from self._tp(stage, replica, size)
@@ -399,7 +410,7 @@ class _Iteration:
             if op == "B" and plan.experts.is_moe(layer):
                 yield from self._moe(stage, replica, layer, micro, op, acct)
             t = env.now
-            yield env.timeout(compute_s * weight)
+            yield env.timeout(compute_s * weight * self._slow(stage, replica))
             acct["compute_s"] += env.now - t
             t = env.now
             yield from self._tp(stage, replica, tp_size)
@@ -449,6 +460,8 @@ class _Iteration:
                 picks = self.picks.pop((layer, *call))
             first, second = picks * (h * dispatch / tp), picks.T * (h * combine / tp)
             seconds = self.plan.gpu.seconds(picks.sum(axis=0) * experts.pick_flops() * (1 if op == "F" else 2) / tp)
+            if self.speeds:
+                seconds = seconds * np.array([self.speeds.factor(g, env.now) for g in comm.gpus])
             expert_s = np.maximum(expert_s, seconds)
             marks = [b.n_tasks]
             ends = build(b, list(comm.gpus), 0.0, job=plan.job, comm=comm.comm, tcp=comm.tcp,
@@ -601,11 +614,14 @@ class _Iteration:
 
 def run_training(env: simpy.Environment, fabric: Fabric, plan: TrainingPlan, *, iterations: int,
                  records: list[CollectiveRecord], iteration_records: list[IterationRecord],
-                 ideal: IdealModel | None = None, accounts: list | None = None) -> Generator:
+                 ideal: IdealModel | None = None, accounts: list | None = None,
+                 speeds: ComputeSpeeds | None = None) -> Generator:
     """Run ``iterations`` training iterations of ``plan`` (each ends when every stage has finished).
 
     Appends every collective call to ``records`` and one :class:`IterationRecord` per iteration;
-    ``accounts`` (optional) receives each iteration's per-(stage, replica) breakdown.
+    ``accounts`` (optional) receives each iteration's per-(stage, replica) breakdown. ``speeds``
+    (optional) slows the compute of straggling GPUs: a TP group computes in lockstep, so a pass
+    takes its slowest GPU's factor at the instant the pass's compute starts.
     """
     for comm in plan.comms:
         if comm.tcp:
@@ -614,7 +630,7 @@ def run_training(env: simpy.Environment, fabric: Fabric, plan: TrainingPlan, *, 
     for _ in range(iterations):
         it = sum(1 for r in iteration_records if r.job == plan.job)
         start = env.now
-        state = _Iteration(env, fabric, plan, it, records, ideal)
+        state = _Iteration(env, fabric, plan, it, records, ideal, speeds)
         procs = [env.process(state.stage(s, d)) for s in range(plan.par.pp) for d in range(plan.par.dp)]
         yield env.all_of(procs)
         total = env.now - start
