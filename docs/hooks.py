@@ -140,7 +140,8 @@ TOP_LEVEL = {
     "routing": "How connections are routed ([policies](../policies/index.md)).",
     "workload": "What runs, told apart by `type`; or a file path, or `{from: FILE, ...overrides}`.",
     "jobs": "Instead of `workload`: several jobs sharing the fabric ([Several jobs](../cookbook/multi-job.md)).",
-    "faults": "A timed schedule of link and NIC faults ([Faults](../cookbook/faults.md)).",
+    "faults": "A timed schedule of link, NIC, switch and GPU faults ([Faults](../cookbook/faults.md)).",
+    "stragglers": "Slow GPUs drawn from the run seed ([Slow GPUs](../cookbook/faults.md#slow-gpus-stragglers)).",
     "engine": "Engine settings.",
 }
 

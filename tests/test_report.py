@@ -51,6 +51,12 @@ SMALL = {
     "moe-skew": ["workload.model.seq_len=256", "workload.model.layers=2"],
     "cluster-c4p": ["cluster.max_jobs=3", "cluster.sample_iterations=2"],
     "cluster-placement": ["cluster.max_jobs=3", "cluster.sample_iterations=2"],
+    "detect-c4d": ["detection.trials=6", "workload.iterations=2"],
+    "stragglers": ["workload.model.layers=2", "workload.model.hidden=512", "workload.model.heads=8",
+                   "workload.model.global_batch=4", "workload.iterations=1"],
+    "validation-nccl": ["workload.size=1MiB"],
+    "failures-spray-vs-split": ["workload.size=1MiB", "topology.hosts_per_leaf=1", "topology.gpus_per_host=1",
+                                "topology.nics_per_host=1"],
 }
 EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("*.yaml"))
 
@@ -95,6 +101,8 @@ def test_report_for_every_shipped_experiment(tmp_path, name):
         assert any("iteration time by part" in t for t in titles)
     if len(tables["link_series"]):
         assert any(t.startswith("Utilisation over time") for t in titles)
+    if len(tables.get("fault_costs", [])):
+        assert any(t.startswith("Fault costs") for t in titles)
     training = tables["jobs"].loc[tables["jobs"]["kind"] == "training", ["run_id", "job"]]
     colls = tables["collectives"].merge(training, how="left", indicator=True)
     colls = colls[colls["_merge"] == "left_only"]  # a training job's own calls are summarised, not plotted

@@ -50,8 +50,12 @@ def validate(experiment: Annotated[Path, typer.Argument(help="Experiment YAML fi
                  f"cluster: trace {spec.cluster.trace}, {spec.cluster.scheduler} scheduler, {spec.cluster.mode}"
                  if spec.cluster is not None else
                  f"{len(spec.jobs)} jobs: " + "; ".join(f"{j.name}: {_describe_workload(j.workload)}"
-                                                        for j in spec.jobs)), highlight=False)
-    _out().print(f"pre-flight: a run would need {estimate.describe()}", highlight=False)
+                                                        for j in spec.jobs))
+              + (f"; detection: {spec.detection.trials} trials of {', '.join(spec.detection.kinds)} faults"
+                 if spec.detection is not None else ""), highlight=False)
+    _out().print(f"pre-flight: a run would need {estimate.describe()}"
+                 + (" (each of the detection's trials as much, one after another)" if spec.detection else ""),
+                 highlight=False)
 
 
 def _validate_sweep(exp, experiment: Path, limit: float | None = None) -> None:
@@ -426,9 +430,31 @@ def _print_summary(tables: dict, name: str) -> None:
     if jobs is not None and len(jobs) and (jobs.groupby("run_id").size().max() > 1
                                            or (jobs["kind"] == "training").any()):
         _out().print(_jobs_table(jobs))
+    costs = tables.get("fault_costs")
+    if costs is not None and len(costs):
+        _out().print(_fault_costs_table(costs))
+    detection = tables.get("detection_summary")
+    if detection is not None and len(detection):
+        _out().print(_detection_table(detection))
     below = int(colls["below_bound"].sum()) if len(colls) else 0
     if below:
         err.print(f"[bold yellow]warning:[/] {_below_bound_note(runs, colls)}", markup=True, highlight=False)
+
+
+def _fault_costs_table(costs) -> Table:
+    """Per training job and fault entry, the iteration time it cost (counterfactual runs without it)."""
+    table = Table(title="fault costs — iteration time with every fault minus without this one "
+                        "(all: minus without any)")
+    for col in ("job", "fault", "target", "action", "detail", "cost / iteration", "cost (total)", "share"):
+        table.add_column(col, justify="left" if col in ("job", "fault", "target", "action", "detail") else "right")
+    for _, r in costs.iterrows():
+        ok = r["cost_s"] == r["cost_s"]
+        share = r["cost_per_iteration_s"] / r["iteration_time_s"] if ok and r["iteration_time_s"] > 0 else None
+        table.add_row(str(r["name"]), r["fault"], r["target"], r["action"], r["detail"] or "",
+                      units.format_time(r["cost_per_iteration_s"], 4) if ok else "-",
+                      units.format_time(r["cost_s"], 4) if ok else (r["note"] or "-"),
+                      f"{share:.1%}" if share is not None else "-")
+    return table
 
 
 def _cluster_table(r, jobs, name: str) -> Table:
@@ -443,6 +469,26 @@ def _cluster_table(r, jobs, name: str) -> Table:
         table.add_row(str(len(g)), label, units.format_time(g["jct_s"].mean(), 4),
                       units.format_time(g["jct_s"].quantile(0.95), 4), units.format_time(g["queue_s"].mean(), 4),
                       f"{g['slowdown'].mean():.3f}x", f"{g['slowdown'].max():.3f}x")
+    return table
+
+
+def _detection_table(summary) -> Table:
+    """A detection evaluation: per fault kind, how often the detector named the culprit, and how fast."""
+    import pandas as pd
+    table = Table(title="fault detection (C4D-style), per injected fault kind: top-1/top-3 accuracy, missed and "
+                        "iterations to detection over the faults that slowed the job; latent = faults that did not")
+    for col in ("fault", "trials", "latent", "top-1", "top-3", "false alarms", "missed", "iterations to detect",
+                "severity", "slowdown"):
+        table.add_column(col, justify="left" if col == "fault" else "right")
+
+    def cell(v, fmt: str) -> str:
+        return "-" if pd.isna(v) else format(v, fmt)
+
+    for _, r in summary.iterrows():
+        table.add_row(str(r["kind"]), str(r["trials"]), *(cell(r[c], ".0%") for c in
+                                                          ("latent", "top1", "top3", "false_alarms", "missed")),
+                      cell(r["iterations_to_detect"], ".2f"), cell(r["severity"], ".2f"),
+                      cell(r["slowdown"], ".3f") + ("" if pd.isna(r["slowdown"]) else "x"))
     return table
 
 

@@ -15,6 +15,7 @@ from pydantic import (
     model_validator,
 )
 
+from netsim.config.fault_specs import FaultSpec, StragglerSpec
 from netsim.config.trace_specs import ChakraWorkload, ScheduleWorkload  # noqa: F401  (re-exported)
 from netsim.errors import ConfigError, did_you_mean, shorten
 from netsim.fabrics import topology_spec_type
@@ -376,6 +377,11 @@ def _check_workload(w: CollectiveWorkload | SequenceWorkload | TrainingWorkload,
 MAX_TOLERANCE_S = 1e-6
 
 
+def _on_off(value: Any) -> Any:
+    """YAML reads a bare ``on``/``off`` as a boolean: take it as the word."""
+    return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+
 class EngineSpec(_Spec):
     """Engine settings.
 
@@ -398,30 +404,10 @@ class EngineSpec(_Spec):
     #: The executor: ``compiled`` (numba; the default when it is installed) or ``reference`` (plain
     #: Python, message by message: the oracle the compiled one is tested against, much slower).
     backend: Literal["compiled", "reference"] | None = None
-
-
-class FaultSpec(_Spec):
-    """One timed fault: ``{at: 2ms, link: leaf0-spine1, action: down}``.
-
-    ``link`` names a cable by its end nodes: ``a-b`` (both directions) or ``a->b`` (one), with
-    ``#k`` for the k-th of parallel cables; ``nic`` names a NIC (``h3.nic0``: every port, both
-    directions). ``down`` sets capacity to 0, ``degrade`` to ``fraction`` of nominal (a slowed NIC
-    or a flapping link), ``up`` back to nominal.
-    """
-
-    at: Time
-    link: str | None = None
-    nic: str | None = None
-    action: Literal["down", "up", "degrade"]
-    fraction: Annotated[float, Field(gt=0, lt=1)] | None = None
-
-    @model_validator(mode="after")
-    def _target(self) -> FaultSpec:
-        if (self.link is None) == (self.nic is None):
-            raise ValueError("give exactly one of link (a cable: leaf0-spine1, leaf0->spine1) or nic (h3.nic0)")
-        if (self.action == "degrade") != (self.fraction is not None):
-            raise ValueError("fraction (0 < fraction < 1 of nominal capacity) goes with action degrade, and only with it")
-        return self
+    #: Per-fault cost of a training run (``fault_costs.parquet``): one more run without any fault and
+    #: one without each fault entry. ``auto``: for training runs with 1 to 8 entries (faults and drawn
+    #: stragglers); ``on``: always (training only); ``off``: never.
+    fault_costs: Annotated[Literal["auto", "on", "off"], BeforeValidator(_on_off)] = "auto"
 
 
 class JobSpec(_Spec):
@@ -483,6 +469,45 @@ class ClusterRunSpec(_Spec):
     max_jobs: _count(1_000_000) | None = None
 
 
+class DetectionSpec(_Spec):
+    """``detection:``: evaluate the C4D-style detector (:mod:`netsim.detect`) like a classifier.
+
+    ``trials`` runs of the experiment's training job, each with one random fault of a kind drawn
+    from ``kinds`` (``gpu``: a slow GPU; ``nic``: a degraded NIC; ``link``: a degraded
+    switch-to-switch cable; ``switch``: a degraded switch) on a component the job's traffic uses,
+    running at ``1 - severity`` of its nominal speed with ``severity`` drawn uniformly from the
+    ``severity`` range; with probability ``none`` a trial has no fault. The fault starts with the
+    first iteration (``onset: first``) or at the start of a random one (``onset: random``). The
+    detector ranks suspects after every iteration; it raises an alarm when a connection or a rank
+    is slower than its peers by more than ``threshold``. ``noise`` blurs the telemetry as real
+    timestamps are blurred.
+    """
+
+    trials: _count(10_000) = 40
+    kinds: Annotated[list[Literal["gpu", "nic", "link", "switch"]], Field(min_length=1, max_length=4)] = \
+        ["gpu", "nic", "link", "switch"]
+    severity: Annotated[list[Annotated[float, Field(gt=0, lt=1)]], Field(min_length=2, max_length=2)] = [0.3, 0.7]
+    none: Annotated[float, Field(ge=0, le=1)] = 0.2
+    onset: Literal["first", "random"] = "first"
+    threshold: Annotated[float, Field(gt=0, lt=1)] = 0.2
+    #: Measurement noise of the telemetry: every connection's busy time and every rank's compute time
+    #: is multiplied by a lognormal factor of this relative spread (0: exact).
+    noise: Annotated[float, Field(ge=0, le=1)] = 0.0
+    #: Iterations in a row a connection or rank must be slower than ``threshold`` before it counts
+    #: (1: at once); more filters out noise and detects later.
+    persist: _count(1_000) = 1
+
+    @model_validator(mode="after")
+    def _check(self) -> DetectionSpec:
+        low, high = self.severity
+        if low > high:
+            raise _FieldError(f"severity is a range [low, high] with low <= high, got {self.severity}", "severity")
+        for i, kind in enumerate(self.kinds):
+            if kind in self.kinds[:i]:
+                raise _FieldError(f"kind {kind!r} listed twice", f"kinds.{i}")
+        return self
+
+
 class ExperimentSpec(_Spec):
     """A whole experiment: fabric, placement, routing, and one workload or several ``jobs``; seed, faults."""
 
@@ -499,7 +524,11 @@ class ExperimentSpec(_Spec):
     #: A trace-driven cluster instead of ``workload``/``jobs``.
     cluster: ClusterRunSpec | None = None
     faults: Annotated[list[FaultSpec], Field(max_length=10_000)] = []
+    #: Slow GPUs drawn from the run seed (besides any ``gpu`` faults).
+    stragglers: StragglerSpec | None = None
     engine: EngineSpec = EngineSpec()
+    #: Evaluate the fault detector over random single-fault trials of this experiment (:mod:`netsim.detect`).
+    detection: DetectionSpec | None = None
 
     @model_validator(mode="after")
     def _one_workload(self) -> ExperimentSpec:
@@ -508,14 +537,43 @@ class ExperimentSpec(_Spec):
             raise ConfigError("give one of workload (one job), jobs (a list of {name, workload, placement, "
                               "start, iterations}) or cluster (a job trace and a scheduler)",
                               given[-1] if given else "workload")
-        if self.cluster is not None and self.faults:
+        if self.cluster is not None and (self.faults or self.stragglers):
             raise ConfigError("faults are not supported in a cluster run yet (its jobs come and go over hours); "
-                              "inject them in a jobs: experiment", "faults")
+                              "inject them in a jobs: experiment", "faults" if self.faults else "stragglers")
+        self._check_training_faults()
+        self._check_detection()
         names = [j.name for j in self.jobs]
         for i, name in enumerate(names):
             if name in names[:i]:
                 raise ConfigError(f"job name {shorten(name)} used twice", f"jobs.{i}.name")
         return self
+
+    def _check_detection(self) -> None:
+        """A detection evaluation injects its own faults into one training job."""
+        if self.detection is None:
+            return
+        if self.faults or self.stragglers:
+            raise ConfigError("a detection evaluation injects its own faults, one per trial: remove "
+                              + ("faults:" if self.faults else "stragglers:") + " (or the detection: section)",
+                              "faults" if self.faults else "stragglers")
+        if not isinstance(self.workload, TrainingWorkload):
+            raise ConfigError("detection evaluates one training job: give workload: {type: training, ...} "
+                              "(not jobs:, cluster: or a collective workload)", "detection")
+
+    def _check_training_faults(self) -> None:
+        """Slow GPUs and fault costs need compute: refused at once when no job trains."""
+        if self.cluster is not None or any(isinstance(j.workload, TrainingWorkload) for j in self.job_specs()):
+            return
+        for i, f in enumerate(self.faults):
+            if f.gpu is not None:
+                raise ConfigError("gpu faults need a training workload: collective and trace workloads have no "
+                                  "compute for a slow GPU to stretch", f"faults.{i}.gpu")
+        if self.stragglers is not None:
+            raise ConfigError("stragglers need a training workload: collective and trace workloads have no compute "
+                              "for a slow GPU to stretch", "stragglers")
+        if self.engine.fault_costs == "on":
+            raise ConfigError("fault costs are measured in iteration time: they need a training workload "
+                              "(auto or off otherwise)", "engine.fault_costs")
 
     def job_specs(self) -> list[JobSpec]:
         """The jobs to run: ``jobs``, or the single ``workload`` as one job named after the experiment."""

@@ -172,6 +172,30 @@ def _cluster_utilisation(v: RunView) -> float:
     return busy / (span * v.result.topology.n_gpus) if span > 0 else math.nan
 
 
+def _detection(v: RunView, column: str) -> float:
+    """A detection evaluation's rate over every faulty trial (``all`` row; NaN for other runs)."""
+    summary = v.result.extra.get("detection_summary")
+    if summary is None or not len(summary) or column not in summary:
+        return math.nan
+    row = summary[summary["kind"] == "all"]
+    return float(row[column].iat[0]) if len(row) else math.nan
+
+
+def _detection_false_alarms(v: RunView) -> float:
+    """Share of a detection evaluation's trials with a false alarm (NaN for other runs)."""
+    trials = v.result.extra.get("detection_trials")
+    return float(trials["false_alarm"].mean()) if trials is not None and len(trials) else math.nan
+
+
+_add("detection_top1", "detection top-1 accuracy", "ratio",
+     "Detection evaluations: share of the faults that slowed the job whose culprit the detector ranked first.",
+     lambda v: _detection(v, "top1"), headline=True)
+_add("detection_top3", "detection top-3 accuracy", "ratio",
+     "Detection evaluations: share of the faults that slowed the job whose culprit was among the first three.",
+     lambda v: _detection(v, "top3"))
+_add("detection_false_alarms", "detection false alarm rate", "ratio",
+     "Detection evaluations: share of all trials with an alarm without a fault, before it, or naming "
+     "nothing related.", _detection_false_alarms, headline=True)
 _add("n_ranks", "ranks", "count", "GPUs the run placed ranks on.", lambda v: len(v.result.gpus))
 _add("cluster_jct_s", "mean job completion time", "time", "Cluster runs: mean over jobs of submit to end.",
      lambda v: _cluster(v, "jct_s"), headline=True, chart=1)

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 import netsim
 from netsim.errors import NetsimError
+from netsim.experiment.faultplan import FAULT_COST_COLUMNS
 from netsim.experiment.metrics import run_metrics
 from netsim.experiment.outdir import Staging, claim, os_error, write_manifest
 from netsim.experiment.run import RunResult, spec_hash
@@ -38,18 +39,36 @@ CLUSTER_JOB_COLUMNS = ["run_id", "job", "name", "kind", "model", "gpus", "submit
                        "jct_s", "iterations", "iteration_s", "alone_iteration_s", "slowdown", "hosts", "epochs"]
 CLUSTER_SERIES_COLUMNS = ["run_id", "t_start_s", "t_end_s", "running", "waiting", "busy_gpus", "utilisation",
                           "core_mean_util", "core_peak_util"]
+#: A detection evaluation (:mod:`netsim.detect.evaluate`): per trial, per fault kind, per trial and iteration.
+DETECTION_TRIAL_COLUMNS = ["run_id", "trial", "kind", "component", "severity", "onset", "iterations", "slowdown",
+                           "latent", "alarm", "top1", "top3", "detected_iteration", "iterations_to_detect",
+                           "false_alarm", "missed", "suspect", "suspect_score", "culprit_rank"]
+DETECTION_SUMMARY_COLUMNS = ["run_id", "kind", "trials", "latent", "top1", "top3", "false_alarms", "missed",
+                             "iterations_to_detect", "severity", "slowdown"]
+DETECTION_ITERATION_COLUMNS = ["run_id", "trial", "iteration", "faulty", "alarm", "slow_connections", "slow_ranks",
+                               "suspect", "culprit_rank"]
 #: The documented columns of each per-run table (``runs`` has one column per spec key besides).
 TABLE_COLUMNS = {"collectives": COLLECTIVE_COLUMNS, "flows": FLOW_COLUMNS, "links": LINK_COLUMNS,
                  "jobs": JOB_COLUMNS, "iterations": ITERATION_COLUMNS, "link_series": LINK_SERIES_COLUMNS,
-                 "cluster_jobs": CLUSTER_JOB_COLUMNS, "cluster_series": CLUSTER_SERIES_COLUMNS}
+                 "cluster_jobs": CLUSTER_JOB_COLUMNS, "cluster_series": CLUSTER_SERIES_COLUMNS,
+                 "fault_costs": FAULT_COST_COLUMNS, "detection_trials": DETECTION_TRIAL_COLUMNS,
+                 "detection_summary": DETECTION_SUMMARY_COLUMNS, "detection_iterations": DETECTION_ITERATION_COLUMNS}
 #: Tables of trace-driven cluster runs only (:mod:`netsim.cluster.sim`): per job, and per epoch.
 CLUSTER_TABLES = ("cluster_jobs", "cluster_series")
+#: Tables only some runs have, kept in ``RunResult.extra``: the cluster ones, and the per-fault costs
+#: of training runs with faults (:mod:`netsim.experiment.faultplan`).
+#: Tables of a detection evaluation (:mod:`netsim.detect.evaluate`): per trial, per fault kind, per trial and iteration.
+DETECTION_TABLES = ("detection_trials", "detection_summary", "detection_iterations")
+EXTRA_TABLES = (*CLUSTER_TABLES, "fault_costs", *DETECTION_TABLES)
 RESULT_FILES = ("runs.parquet", "collectives.parquet", "flows.parquet", "links.parquet", "jobs.parquet",
-                "iterations.parquet", "link_series.parquet", "cluster_jobs.parquet", "cluster_series.parquet")
+                "iterations.parquet", "link_series.parquet", "cluster_jobs.parquet", "cluster_series.parquet",
+                "fault_costs.parquet", "detection_trials.parquet", "detection_summary.parquet",
+                "detection_iterations.parquet")
 #: Tables added after the first release (a results directory written before them lacks them), and
 #: tables only some runs have.
 OPTIONAL_FILES = ("jobs.parquet", "iterations.parquet", "link_series.parquet", "cluster_jobs.parquet",
-                  "cluster_series.parquet")
+                  "cluster_series.parquet", "fault_costs.parquet", "detection_trials.parquet",
+                  "detection_summary.parquet", "detection_iterations.parquet")
 
 
 def collectives_frame(result: RunResult) -> pd.DataFrame:
@@ -193,7 +212,7 @@ def result_tables(result: RunResult) -> dict[str, pd.DataFrame]:
     tables = {"runs": runs_frame([result]), "collectives": collectives_frame(result), "flows": flows_frame(result),
               "links": links_frame(result), "jobs": jobs_frame(result), "iterations": iterations_frame(result),
               "link_series": link_series_frame(result)}
-    for name in CLUSTER_TABLES:  # a trace-driven cluster run (netsim.cluster.sim)
+    for name in EXTRA_TABLES:  # a trace-driven cluster run (netsim.cluster.sim), per-fault costs
         if name in result.extra:
             tables[name] = result.extra[name]
     return tables
@@ -213,7 +232,8 @@ def run_manifest(results: list[RunResult]) -> dict:
         "seed": first.spec.seed,
         "wall_s": sum(r.wall_s for r in results),
         "runs": [{"run_id": r.run_id, "seed": r.spec.seed, "wall_s": r.wall_s,
-                  "topology": r.topology.describe()} for r in results],
+                  "topology": r.topology.describe(),
+                  **({"stragglers": r.extra["stragglers"]} if "stragglers" in r.extra else {})} for r in results],
         "spec": first.spec.model_dump(mode="json"),
     }
 

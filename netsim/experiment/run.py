@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -15,13 +16,22 @@ from netsim.collectives import CollectiveRecord
 from netsim.collectives.ideal import IdealModel
 from netsim.config import ExperimentSpec, JobSpec, TrainingWorkload
 from netsim.engine import Environment, Fabric
-from netsim.engine.faults import fault_process, resolve_faults
+from netsim.engine.faults import fault_process
 from netsim.errors import ConfigError, NetsimError
+from netsim.experiment.faultplan import (
+    FaultEntry,
+    fault_costs,
+    injected,
+    resolve_entries,
+    stragglers_record,
+    wants_costs,
+)
 from netsim.placement import make_placement
 from netsim.routing import make_routing
 from netsim.topology import Topology
 from netsim.workload import SequencePlan, plan_workload, run_workload
 from netsim.workload.pipeline import IterationRecord, TrainingPlan, plan_training, run_training, stage_speeds
+from netsim.workload.speeds import ComputeSpeeds
 from netsim.workload.trace import TracePlan, is_trace, plan_trace, run_trace, trace_ranks
 from netsim.workload.training import partition_layers
 
@@ -75,6 +85,8 @@ class JobPlan:
     spec: JobSpec
     began_s: float = float("nan")  #: simulated time the job started (after ``start_s``)
     ended_s: float = float("nan")  #: simulated time its last iteration ended
+    #: Per training iteration, each (stage, replica)'s time breakdown (what per-rank profiling sees).
+    accounts: list = field(default_factory=list)
 
 
 def _job_path(spec: ExperimentSpec, index: int, path: str) -> str:
@@ -120,14 +132,15 @@ def place_ranks(spec: ExperimentSpec, topology: Topology, rng: np.random.Generat
 
 
 def _job_process(env: Environment, fabric: Fabric, job: JobPlan, records: list, iteration_records: list,
-                 ideal: IdealModel | None):
+                 ideal: IdealModel | None, speeds: ComputeSpeeds | None = None):
     if job.start_s > 0:
         yield env.timeout(job.start_s)
     job.began_s = env.now
     for _ in range(job.iterations):
         if isinstance(job.plan, TrainingPlan):
             yield env.process(run_training(env, fabric, job.plan, iterations=job.plan.spec.iterations,
-                                           records=records, iteration_records=iteration_records, ideal=ideal))
+                                           records=records, iteration_records=iteration_records, ideal=ideal,
+                                           accounts=job.accounts, speeds=speeds))
         elif isinstance(job.plan, TracePlan):
             yield env.process(run_trace(env, fabric, job.plan, records=records, ideal=ideal, job=job.index))
         else:
@@ -137,8 +150,12 @@ def _job_process(env: Environment, fabric: Fabric, job: JobPlan, records: list, 
 
 def simulate(spec: ExperimentSpec, topology: Topology, jobs: list[JobPlan], routing_rng: np.random.Generator,
              *, faults: bool = True, ideal: bool | None = None,
-             on_start: Callable[[Environment, list], None] | None = None) -> tuple[Environment, Fabric, list, list]:
+             on_start: Callable[[Environment, list], None] | None = None,
+             entries: list[FaultEntry] | None = None) -> tuple[Environment, Fabric, list, list]:
     """Run the jobs on a fresh SimPy environment until nothing is left to do.
+
+    ``entries`` are the faults to inject (default: every entry of the spec, unless ``faults`` is
+    false); the counterfactual runs of :func:`netsim.experiment.faultplan.fault_costs` pass subsets.
 
     ``on_start(env, records)``, when given, is called once before the simulation starts, with the
     list the finished collective calls are appended to (a progress display reads both).
@@ -155,9 +172,11 @@ def simulate(spec: ExperimentSpec, topology: Topology, jobs: list[JobPlan], rout
     iteration_records: list[IterationRecord] = []
     use_ideal = spec.engine.ideal if ideal is None else ideal
     model = IdealModel(topology, spec.engine.completion_tolerance) if use_ideal else None
-    procs = [env.process(_job_process(env, fabric, job, records, iteration_records, model)) for job in jobs]
+    if entries is None:
+        entries = resolve_entries(spec, topology, jobs) if faults else []
+    fault_list, speeds = injected(entries)
+    procs = [env.process(_job_process(env, fabric, job, records, iteration_records, model, speeds)) for job in jobs]
     work = env.all_of(procs) if len(procs) > 1 else procs[0]
-    fault_list = resolve_faults(spec.faults, topology) if faults else []
     if fault_list:
         env.process(fault_process(env, fabric, fault_list))
     if on_start is not None:
@@ -268,7 +287,7 @@ def prepare(spec: ExperimentSpec) -> tuple[Topology, np.ndarray]:
         return topology, np.zeros(0, dtype=np.int64)
     jobs = place_jobs(spec, topology, _rngs(spec)[0])  # sub-communicator selectors fit the placed ranks?
     make_routing(spec.routing.type, topology, _rngs(spec)[1], spec.routing.options)  # policy fits the fabric?
-    resolve_faults(spec.faults, topology)  # fault targets exist?
+    resolve_entries(spec, topology, jobs)  # fault targets exist, slow GPUs run training?
     return topology, np.concatenate([j.gpus for j in jobs])
 
 
@@ -290,14 +309,46 @@ def run_experiment(spec: ExperimentSpec, *,
     if spec.cluster is not None:
         from netsim.cluster.sim import run_cluster
         return run_cluster(spec, on_start=on_start)
+    if spec.detection is not None:  # many runs with one random fault each, and the detector after each iteration
+        from netsim.detect.evaluate import run_detection
+        return run_detection(spec, on_start=on_start)
     t0 = time.perf_counter()
     placement_rng, routing_rng = _rngs(spec)
     topology = build_topology(spec)
     jobs = place_jobs(spec, topology, placement_rng)
     if any(j.kind == "training" for j in jobs):
         choose_partitions(spec, topology, jobs)
-    env, fabric, records, iterations = simulate(spec, topology, jobs, routing_rng, on_start=on_start)
+    entries = resolve_entries(spec, topology, jobs)
+    env, fabric, records, iterations = simulate(spec, topology, jobs, routing_rng, on_start=on_start,
+                                                entries=entries)
+    extra: dict = {}
+    if spec.stragglers is not None:
+        extra["stragglers"] = stragglers_record(entries)
+    if wants_costs(spec, entries, jobs):
+        extra["fault_costs"] = _fault_costs(spec, topology, jobs, entries, iterations)
     return RunResult(spec=spec, run_id=spec_hash(spec), topology=topology,
                      gpus=np.concatenate([j.gpus for j in jobs]), fabric=fabric, collectives=records,
                      sim_time_s=env.now, wall_s=time.perf_counter() - t0, events=env.events_processed, jobs=jobs,
-                     iterations=iterations)
+                     iterations=iterations, extra=extra)
+
+
+def _durations(iterations: list[IterationRecord]) -> dict[int, list[float]]:
+    """Per job, its iteration times in order."""
+    out: dict[int, list[float]] = {}
+    for r in sorted(iterations, key=lambda r: (r.job, r.iteration)):
+        out.setdefault(r.job, []).append(r.duration_s)
+    return out
+
+
+def _fault_costs(spec: ExperimentSpec, topology: Topology, jobs: list[JobPlan], entries: list[FaultEntry],
+                 iterations: list[IterationRecord]):
+    """Per-fault costs (``fault_costs.parquet``): the same jobs, routing seed and placement, run again
+    with fewer faults and no observers (no flow records, ideal, congestion or link series)."""
+    quiet = spec.model_copy(update={"engine": spec.engine.model_copy(
+        update={"record_flows": False, "congestion": False, "ideal": False, "link_series": 0})})
+
+    def rerun(kept: list[FaultEntry]) -> dict[int, list[float]]:
+        fresh = [replace(j, began_s=math.nan, ended_s=math.nan, accounts=[]) for j in jobs]
+        return _durations(simulate(quiet, topology, fresh, _rngs(spec)[1], ideal=False, entries=kept)[3])
+
+    return fault_costs(entries, jobs, _durations(iterations), rerun, spec_hash(spec))

@@ -3,6 +3,7 @@
 Panels: collectives show time and algorithm/bus bandwidth against the ideal; training shows iteration
 time, exposed communication and per-job slowdown (no bus bandwidth); runs with faults get a timeline;
 trace-driven cluster runs show JCT, queueing, slowdown and utilisation (:mod:`netsim.report.cluster_panels`).
+A detection evaluation shows the detector's accuracy per fault kind (:mod:`netsim.report.detection_panels`).
 A sweep's charts aggregate over seeds only and name every point by its variant (see
 :mod:`netsim.report.grid`). Figures are built from the results files only, never from live objects.
 """
@@ -23,6 +24,7 @@ from netsim.experiment.outdir import write_file_atomically
 from netsim.experiment.results import read_results, read_table
 from netsim.experiment.summary import group_keys, summarize
 from netsim.report.cluster_panels import cluster_figures, has_cluster
+from netsim.report.detection_panels import detection_figures, has_detection
 from netsim.report.display import (
     format_value,
     human_bandwidth,
@@ -34,7 +36,13 @@ from netsim.report.display import (
 )
 from netsim.report.grid import metric_bars, run_labels, variant_label
 from netsim.report.page import page_html, shared_plotly
-from netsim.report.workload_panels import fault_timeline, jobs_table, table_figure, training_figures
+from netsim.report.workload_panels import (
+    fault_costs_table,
+    fault_timeline,
+    jobs_table,
+    table_figure,
+    training_figures,
+)
 
 GBPS = 1e9 / 8  # bytes/s in one Gbps
 #: Axis titles for the columns the figures plot.
@@ -281,6 +289,8 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
     if panels:  # its summary table first (next to the sweep's), its charts after the sweep's bars
         figs.insert(1 if sweep else 0, panels[0])
         figs += panels[1:]
+    if has_detection(t):  # a detection evaluation: its accuracy right after the summary (the healthy run's)
+        figs[1:1] = detection_figures(t, label)
     if jobs is not None and len(jobs) and (jobs.groupby("run_id").size().max() > 1 or training
                                            or (jobs["kind"] == "training").any()):
         figs.append(jobs_table(jobs[jobs["run_id"].isin(label)], label))
@@ -289,6 +299,10 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
         busy = jobs.loc[jobs["kind"] == "training", ["run_id", "job"]]
         # a training job's TP/DP calls are summarised by its breakdown, not plotted one by one
         colls = colls[~colls.set_index(["run_id", "job"]).index.isin(pd.MultiIndex.from_frame(busy))]
+    costs = t.get("fault_costs")
+    costs_fig = fault_costs_table(costs, label) if costs is not None and len(costs) else None
+    if costs_fig is not None:
+        figs.append(costs_fig)
     timeline = fault_timeline(ok_runs, t["collectives"], label)
     if timeline is not None:
         figs.append(timeline)

@@ -105,6 +105,22 @@ def training_figures(jobs: pd.DataFrame, iterations: pd.DataFrame, label: dict[s
     return figs
 
 
+def fault_costs_table(costs: pd.DataFrame, label: dict[str, str]) -> go.Figure | None:
+    """Per run, training job and fault entry, the iteration time it cost (``fault_costs.parquet``)."""
+    costs = costs[costs["run_id"].isin(label)]
+    if not len(costs):
+        return None
+    out = pd.DataFrame({
+        "variant": costs["run_id"].map(label), "job": costs["name"], "fault": costs["fault"],
+        "target": costs["target"], "action": costs["action"], "detail": costs["detail"],
+        "iteration time": costs["iteration_time_s"].map(human_time),
+        "without it": costs["without_s"].map(human_time),
+        "cost per iteration": costs["cost_per_iteration_s"].map(human_time),
+        "cost (total)": costs["cost_s"].map(human_time), "note": costs["note"]})
+    return table_figure(out, "Fault costs: iteration time with every fault minus without this entry "
+                             "(all: minus without any fault), from counterfactual runs")
+
+
 def _faults(runs: pd.DataFrame) -> dict[str, list[dict]]:
     """run_id -> its faults (from the ``faults`` column of runs.parquet)."""
     out = {}
@@ -136,7 +152,7 @@ def fault_timeline(runs: pd.DataFrame, colls: pd.DataFrame, label: dict[str, str
     xs, ys, text = [], [], []
     for _, run in first.iterrows():
         for f in faults.get(run["run_id"], []):
-            what = f.get("link") or f.get("nic") or "?"
+            what = next((str(f[k]) for k in ("link", "nic", "switch", "gpu") if f.get(k) is not None), "?")
             xs.append(float(f.get("at") or 0.0) * 1e3)
             ys.append(run["variant"])
             text.append(f"{what} {f.get('action', '')} at {format_value('at', float(f.get('at') or 0.0))}")

@@ -46,7 +46,7 @@ def experiment_schema() -> dict:
     --------
     >>> schema = experiment_schema()
     >>> sorted(schema["properties"])[:4]
-    ['cluster', 'description', 'engine', 'faults']
+    ['cluster', 'description', 'detection', 'engine']
     >>> "repeats" in schema["properties"] and schema["additionalProperties"]
     False
     """
