@@ -512,3 +512,22 @@ def test_dragonfly_policies_route_around_a_dead_global_cable(policy):
     assert fabric.bytes_delivered[Connection(src, dst)] == fabric.bytes_posted[Connection(src, dst)] == 1e9
     assert fabric.stats["reroutes"] == int(crosses)
     assert all(cable not in p for p, _ in routing.paths(Connection(src, dst)))
+
+
+def test_two_notices_in_one_instant_move_a_connection_once():
+    """Found by hypothesis in a fresh clone: with a zero reaction time, spraying hears of a fault and of the
+    next change at one instant (a cable down and up again at once), and the second notice listed the moved
+    connections again, overflowing
+    the compiled executor's list of moves (one slot per connection). Bytes are conserved and both
+    executors agree."""
+    half = healthy_duration(leaves=3, op="alltoall", algorithm="direct") / 2
+    faults = [{"at": half, "link": "leaf0-spine0", "action": "down"},
+              {"at": half, "link": "leaf0-spine0", "action": "up"}]
+    times = []
+    for backend in ("compiled", "reference"):
+        data = spec_dict({"type": "spray", "reconvergence": 0.0}, faults, leaves=3, op="alltoall",
+                         algorithm="direct")
+        data["engine"] = {"backend": backend}
+        result = run_experiment(ExperimentSpec.model_validate(data))
+        times.append(result.collectives[0].duration_s)
+    assert times[0] == pytest.approx(times[1], rel=1e-9)

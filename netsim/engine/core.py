@@ -424,7 +424,10 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
             if store.same(int(self.ci[CI_ROUTE, c]), r):
                 continue
             self._set_route(c, r)
-            if self.ci[CI_HEAD, c] >= 0 and self.ci[dag.CI_FLIGHT, c] >= 0:
+            # (a connection moved twice in one instant, by two notices, is listed once: the list holds
+            # at most one entry per connection)
+            if self.ci[CI_HEAD, c] >= 0 and self.ci[dag.CI_FLIGHT, c] >= 0 \
+                    and not (self.moves[:iv[dag.IV_NMOVE]] == c).any():
                 self.moves[iv[dag.IV_NMOVE]] = c
                 iv[dag.IV_NMOVE] += 1
         # the moved messages' old slots are taken until the flush removes them
