@@ -37,3 +37,36 @@ def make_fabric(topo, seed=0, routing="ecmp", **kw):
 def leaf_spine_2x2():
     """2 leaves x 2 spines, 2 single-GPU hosts per leaf, everything 1 GB/s."""
     return make_leaf_spine()
+
+
+def config_errors(data) -> list:
+    """Every ConfigError a bad experiment mapping raises: the one from parsing it, or else (names that do
+    not resolve on the fabric or its jobs) one each from validate (``prepare``) and from ``run``."""
+    from netsim.config import parse_spec
+    from netsim.errors import ConfigError
+    from netsim.experiment import run_experiment
+    from netsim.experiment.run import prepare
+    try:
+        parsed = parse_spec(data)
+    except ConfigError as err:  # the shape of the entry
+        return [err]
+    errors = []
+    for check in (prepare, run_experiment):
+        with pytest.raises(ConfigError) as info:
+            check(parsed)
+        errors.append(info.value)
+    return errors
+
+
+def cli_on_file(tmp_path, data, command: str):
+    """Write ``data`` as YAML and run ``netsim <command>`` on it (``run`` into ``tmp_path/results``):
+    ``(result, yaml path, results directory)``."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from netsim.cli import app
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, [command, str(path)] + (["--out", str(out)] if command == "run" else []))
+    return result, path, out

@@ -13,17 +13,16 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from netsim.cli import app
-from netsim.config import ExperimentSpec, FaultSpec, parse_spec
+from netsim.config import ExperimentSpec, FaultSpec
 from netsim.engine import Environment, Fabric
 from netsim.engine.faults import Fault, fault_process, resolve_faults
-from netsim.errors import ConfigError, NetsimError
+from netsim.errors import NetsimError
 from netsim.experiment import run_experiment
-from netsim.experiment.run import prepare
 from netsim.routing import Connection, make_routing
 from netsim.topology import LINK_KINDS
 from netsim.topology.multicluster import multi_cluster
 from netsim.topology.nic import nic_profile
-from tests.conftest import GB, make_leaf_spine
+from tests.conftest import GB, config_errors, make_leaf_spine
 
 runner = CliRunner()
 B = 100e9 / 8  #: 100 Gbps, the NIC and uplink rate of every spec below, in B/s
@@ -410,17 +409,7 @@ def _bad_spec(fault):
 @pytest.mark.parametrize("case", BAD_FAULTS, ids=[c[0] for c in BAD_FAULTS])
 def test_bad_faults_are_config_errors_naming_the_yaml_path(case):
     _, fault, path, message = case
-    try:
-        spec = parse_spec(_bad_spec(fault))
-    except ConfigError as err:  # the shape of the entry
-        errors = [err]
-    else:  # names that do not resolve on the fabric: found by validate (prepare) and by run
-        errors = []
-        for check in (prepare, run_experiment):
-            with pytest.raises(ConfigError) as info:
-                check(spec)
-            errors.append(info.value)
-    for err in errors:
+    for err in config_errors(_bad_spec(fault)):
         assert err.path == path and message in err.message, err
 
 

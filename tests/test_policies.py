@@ -8,12 +8,10 @@ from math import comb
 
 import numpy as np
 import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from netsim.cli import app
 from netsim.config import ExperimentSpec
 from netsim.engine import Environment, Fabric
 from netsim.errors import ConfigError
@@ -22,7 +20,7 @@ from netsim.routing import Connection, make_routing
 from netsim.routing.ethereal import equal_split, min_split
 from netsim.topology import LINK_KINDS, leaf_spine
 from netsim.topology.nic import nic_profile
-from tests.conftest import GB, make_leaf_spine
+from tests.conftest import GB, cli_on_file, make_leaf_spine
 from tests.test_spray import expected_max_load
 
 runner = CliRunner()
@@ -262,7 +260,7 @@ def test_queue_pairs_per_policy(case):
     assert sum(qp["split-4"].values()) == 4 * len(connections)
     assert qp["c4p"] == qp["ecmp"] and qp["spray"] == qp["ecmp"]  # spraying: one fluid flow per connection
     if case.startswith("ring"):
-        leaf = lambda gpu: gpu // 4  # noqa: E731  (1 GPU per host, 4 hosts per leaf)
+        leaf = lambda gpu: gpu // 4
         expected = sum(4 if leaf(c.src) != leaf(c.dst) else 1 for c in connections)
         for policy in ("ethereal", "min-split"):
             assert sum(qp[policy].values()) == expected, policy
@@ -329,10 +327,7 @@ def test_bad_policy_options_are_config_errors(policy, options, path, message):
 def test_bad_policy_options_through_the_cli(tmp_path, routing, expected, command):
     data = spec("ecmp", "ring-sequential", 0).model_dump(mode="json")
     data["routing"] = routing
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    out = tmp_path / "results"
-    result = runner.invoke(app, [command, str(path)] + (["--out", str(out)] if command == "run" else []))
+    result, path, out = cli_on_file(tmp_path, data, command)
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert "Traceback" not in text and str(path) in text and expected in text, text
@@ -390,7 +385,7 @@ def test_greedy_c4p_without_repair_collides_on_some_permutations():
     assert sum(t > 1.5 for t in greedy) >= 10, greedy
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cabled(spines: int, cables: int, nics: int):
     """A 1:1 four-leaf leaf-spine whose leaves reach each spine over ``cables`` parallel cables; hosts of
     ``nics`` GPUs with a NIC each, ``spines x cables`` NICs per leaf."""

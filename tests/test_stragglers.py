@@ -16,11 +16,9 @@ from typer.testing import CliRunner
 from netsim.cli import app
 from netsim.config import FaultSpec, parse_spec
 from netsim.engine.faults import resolve_faults
-from netsim.errors import ConfigError
 from netsim.experiment import read_results, run_experiment, write_results
-from netsim.experiment.run import prepare
 from netsim.workload.speeds import ComputeSpeeds, SlowGpu
-from tests.conftest import make_leaf_spine
+from tests.conftest import cli_on_file, config_errors, make_leaf_spine
 from tests.test_faults import lone_flow, spec_dict
 
 runner = CliRunner()
@@ -317,17 +315,7 @@ BAD = [
 @pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
 def test_bad_inputs_give_one_clear_error_with_the_yaml_path(case):
     _, data, path, message = case
-    try:
-        parsed = parse_spec(data)
-    except ConfigError as err:  # the shape of the entry
-        errors = [err]
-    else:  # names that do not resolve on the fabric or its jobs: found by validate (prepare) and by run
-        errors = []
-        for check in (prepare, run_experiment):
-            with pytest.raises(ConfigError) as info:
-                check(parsed)
-            errors.append(info.value)
-    for err in errors:
+    for err in config_errors(data):
         assert err.path.startswith(path) and message in err.message, err
         assert "more problem" not in err.message, err
 
@@ -337,10 +325,7 @@ def test_bad_inputs_give_one_clear_error_with_the_yaml_path(case):
 @pytest.mark.parametrize("command", ["run", "validate"])
 def test_bad_inputs_through_the_cli_exit_2_with_file_line_and_path(tmp_path, case, command):
     _, data, path, message = case
-    yaml_path = tmp_path / "bad.yaml"
-    yaml_path.write_text(yaml.safe_dump(data, sort_keys=False))
-    out = tmp_path / "results"
-    result = runner.invoke(app, [command, str(yaml_path)] + (["--out", str(out)] if command == "run" else []))
+    result, yaml_path, out = cli_on_file(tmp_path, data, command)
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert "Traceback" not in text and message in text, text
