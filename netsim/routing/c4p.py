@@ -74,10 +74,13 @@ class C4P(PolicyBase):
         for lk in np.flatnonzero(self._planned):
             self._members[int(self._bundle[lk])].append(int(lk))
         self._groups: dict[tuple[int, int, bool], dict[tuple[int, ...], list[int]]] = {}
+        self._closure: dict[tuple, bool] = {}
 
     def _candidates(self, conn: Connection) -> list[tuple[int, ...]]:
         """The pair's paths reduced to the planned links on which they differ."""
-        key = (conn.src, conn.dst, conn.tcp)
+        return self._candidates_of((conn.src, conn.dst, conn.tcp))
+
+    def _candidates_of(self, key: tuple[int, int, bool]) -> list[tuple[int, ...]]:
         cached = self._choices.get(key)
         if cached is None:
             paths = self.topology.paths(*key)
@@ -143,11 +146,13 @@ class C4P(PolicyBase):
     def _by_bundles(self, conn: Connection) -> dict[tuple[int, ...], list[int]]:
         """The pair's candidates grouped by the bundles they cross: the paths of one group differ only in
         which of parallel cables they take, so the planner searches groups, then picks the cables."""
-        key = (conn.src, conn.dst, conn.tcp)
-        groups = self._groups.get(key)
+        return self._groups_of((conn.src, conn.dst, conn.tcp))
+
+    def _groups_of(self, pair: tuple[int, int, bool]) -> dict[tuple[int, ...], list[int]]:
+        groups = self._groups.get(pair)
         if groups is None:
-            groups = self._groups[key] = {}
-            for i, links in enumerate(self._candidates(conn)):
+            groups = self._groups[pair] = {}
+            for i, links in enumerate(self._candidates_of(pair)):
                 groups.setdefault(tuple(int(self._bundle[lk]) for lk in links), []).append(i)
         return groups
 
@@ -234,6 +239,35 @@ class C4P(PolicyBase):
                 return False
         return False
 
+    def _closed(self, pair: tuple[int, int, bool], end: int, cut: frozenset[int]) -> bool:
+        """Every candidate of ``pair`` crosses exactly one bundle of ``cut`` at position ``end`` (cached)."""
+        key = (pair, end, cut)
+        closed = self._closure.get(key)
+        if closed is None:
+            sigs = list(self._groups_of(pair))
+            closed = self._closure[key] = all(
+                sig and sig[end] in cut and sum(b in cut for b in sig) == 1 for sig in sigs)
+        return closed
+
+    def _hopeless(self, conn: Connection, peak: float) -> bool:
+        """No chain of moves can make room for ``conn`` within ``peak``: at its first (or last) hop every
+        bundle it could take is full, and every occupant of those bundles must itself take exactly one of
+        them. Each such occupant then holds one slot of a closed, full set of cables whatever the moves,
+        so one more connection cannot fit there. A cheap, exact cut: the repair search would only spend
+        its budget to fail (an all-to-all on an oversubscribed fabric fills every uplink of a leaf)."""
+        pair = (conn.src, conn.dst, conn.tcp)
+        sigs = list(self._by_bundles(conn))
+        if not sigs or not all(sigs):
+            return False
+        for end in (0, -1):
+            cut = frozenset(sig[end] for sig in sigs)
+            if len(self._full(cut, peak)) < len(cut) or not self._closed(pair, end, cut):
+                continue
+            occupants = set().union(*(self._on_link[lk] for b in cut for lk in self._members[b]))
+            if all(self._closed((o.src, o.dst, o.tcp), end, cut) for o in occupants):
+                return True
+        return False
+
     def _assign(self, conn: Connection) -> Routes:
         """Place ``conn`` on its cheapest path. If even that would raise the busiest planned link above
         the peak so far, first try to make room on a group of candidates with a single full bundle:
@@ -244,7 +278,7 @@ class C4P(PolicyBase):
         if best is None:  # every candidate crosses a failed link: wait on the first
             best = 0
         peak = self._peak
-        if self.repair and peak > 0 and self._fits(self._candidates(conn)[best], peak):
+        if self.repair and peak > 0 and self._fits(self._candidates(conn)[best], peak) and not self._hopeless(conn, peak):
             budget = [self.repair * 500]
             targets: dict[int, tuple[int, ...]] = {}  # full bundle -> the first group of candidates over it
             for sig in self._by_bundles(conn):
