@@ -42,6 +42,9 @@ clean:
 	rm -rf $(VENV) results .pytest_cache .hypothesis
 
 # The documentation site (mkdocs.yml; the CLI and experiment-file references are generated from the
-# code by docs/hooks.py), built strictly into /tmp/netsim-site; `make test` builds it too
+# code by docs/hooks.py), built strictly into /tmp/netsim-site; `make test` builds it too. First the
+# demo runs and the README's picture of its dashboard is taken from it (docs/figures.py; needs chromium)
 docs: $(STAMP)
+	$(VENV)/bin/netsim run experiments/quickstart.yaml --out results/quickstart --force
+	$(PY) docs/figures.py results/quickstart
 	$(VENV)/bin/mkdocs build --strict

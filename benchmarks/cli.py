@@ -8,7 +8,7 @@ from numba's cache) before the first one; ``--cold`` also times one run with an 
 ``benchmarks/last-cli.json`` (or ``$NETSIM_BENCH_JSON``).
 
 Usage: ``python benchmarks/cli.py [--cold] [--repeat N] [--max-memory SIZE] [SCENARIO ...]``
-(scenario names are file stems; default: every file).
+(scenario names are file stems, and ``quickstart`` for the demo; default: all of them).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
+#: Shipped experiments timed as scenarios too: the demo's target is <= 60 s warm on 2 cores (issue 28).
+SHIPPED = {"quickstart": HERE.parent / "experiments" / "quickstart.yaml"}
 
 
 def run_once(path: Path, out: Path, env: dict, max_memory: str | None, timeout: float | None) -> dict:
@@ -74,7 +76,7 @@ def main() -> None:
     parser.add_argument("--max-memory", default="64GiB", help="passed to netsim run (the pre-flight limit)")
     parser.add_argument("--timeout", type=float, default=float(os.environ.get("NETSIM_BENCH_TIMEOUT", "0")) or None)
     args = parser.parse_args()
-    names = args.scenarios or sorted(p.stem for p in SCENARIOS.glob("*.yaml"))
+    names = args.scenarios or [*sorted(p.stem for p in SCENARIOS.glob("*.yaml")), *SHIPPED]
     env = dict(os.environ)
     # Warm: compile (or load) the kernels once, outside every timed run.
     subprocess.run([sys.executable, "-c", "from netsim.engine.table import warm_up; warm_up()"], check=True, env=env)
@@ -84,7 +86,7 @@ def main() -> None:
           f"{time.strftime('%Y-%m-%d %H:%M')}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            path = SCENARIOS / f"{name}.yaml"
+            path = SHIPPED.get(name, SCENARIOS / f"{name}.yaml")
             best = None
             for _ in range(max(1, args.repeat)):
                 row = peak_rss(path, Path(tmp) / name, env, args.max_memory, args.timeout)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
+RING_ALLREDUCE = ROOT / "experiments" / "ring-allreduce.yaml"
 
 
 def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, count: int = 1, gpus: int = 8, nics: int = 8,
@@ -42,9 +42,9 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, *, count: int = 1,
 
 
 def small_spec() -> dict:
-    """tests/test_cli.py's small_spec: the quickstart on 2 x 2 leaves, 16 GPUs, 4 MiB."""
+    """tests/test_cli.py's small_spec: ring-allreduce.yaml on 2 x 2 leaves, 16 GPUs, 4 MiB."""
     import yaml
-    spec = yaml.safe_load(QUICKSTART.read_text())
+    spec = yaml.safe_load(RING_ALLREDUCE.read_text())
     spec["topology"].update(leaves=2, spines=2, hosts_per_leaf=2)
     spec["workload"]["size"] = "4MiB"
     return spec
@@ -55,7 +55,7 @@ GPT = {"layers": 24, "hidden": 2048, "heads": 16, "seq_len": 2048, "vocab": 5120
 #: name -> a spec (dict) or (experiment file, variant).
 CASES = {
     "small-spec": small_spec,
-    "quickstart": ("experiments/quickstart.yaml", None),
+    "ring-allreduce": ("experiments/ring-allreduce.yaml", None),
     "rails-concurrent": ("experiments/rails-concurrent.yaml", None),
     "routes-table": ("experiments/routes-table.yaml", None),
     "policy-sweep": ("experiments/policy-sweep.yaml", "ecmp"),

@@ -13,13 +13,13 @@ from typer.testing import CliRunner
 from netsim.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
-QUICKSTART = ROOT / "experiments" / "quickstart.yaml"
+RING = ROOT / "experiments" / "ring-allreduce.yaml"
 runner = CliRunner()
 
 
 def small_spec(**changes) -> dict:
-    """The quickstart shrunk to run in milliseconds (16 GPUs, 4 MiB)."""
-    spec = yaml.safe_load(QUICKSTART.read_text())
+    """The ring-allreduce experiment shrunk to run in milliseconds (16 GPUs, 4 MiB)."""
+    spec = yaml.safe_load(RING.read_text())
     spec["topology"].update(leaves=2, spines=2, hosts_per_leaf=2)
     spec["workload"]["size"] = "4MiB"
     for key, value in changes.items():
@@ -40,15 +40,15 @@ def write(tmp_path: Path, spec, name="exp.yaml") -> Path:
     return path
 
 
-def test_run_quickstart_writes_the_results_directory(tmp_path):
+def test_run_ring_allreduce_writes_the_results_directory(tmp_path):
     out = tmp_path / "res"
-    result = runner.invoke(app, ["run", str(QUICKSTART), "--out", str(out)])
+    result = runner.invoke(app, ["run", str(RING), "--out", str(out)])
     assert result.exit_code == 0, result.output
     for name in ("manifest.json", "runs.parquet", "collectives.parquet", "flows.parquet", "links.parquet",
                  "report.html"):
         assert (out / name).is_file(), name
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["seed"] == 1 and manifest["spec"]["name"] == "quickstart" and manifest["config_hash"]
+    assert manifest["seed"] == 1 and manifest["spec"]["name"] == "ring-allreduce" and manifest["config_hash"]
     colls = pd.read_parquet(out / "collectives.parquet")
     assert list(colls.columns) == ["run_id", "job", "step", "label", "iteration", "op", "algorithm", "size_bytes",
                                    "n_ranks", "channels", "comm", "start_s", "end_s", "duration_s", "algbw_Bps",
@@ -64,7 +64,7 @@ def test_run_quickstart_writes_the_results_directory(tmp_path):
     links = pd.read_parquet(out / "links.parquet")
     assert {"bytes", "busy_s", "mean_util", "peak_util", "tier"} <= set(links.columns)
     assert links["peak_util"].max() <= 1 + 1e-9
-    assert "quickstart" in result.output and "busbw" in result.output
+    assert "ring-allreduce" in result.output and "busbw" in result.output
     page = (out / "report.html").read_text()
     assert "plotly" in page and '<script src="http' not in page  # self-contained: opens offline
     from netsim.report.dashboard import n_figures
@@ -84,9 +84,9 @@ def test_set_overrides_any_key(tmp_path):
 
 
 def test_validate_checks_without_running(tmp_path):
-    result = runner.invoke(app, ["validate", str(QUICKSTART)])
+    result = runner.invoke(app, ["validate", str(RING)])
     assert result.exit_code == 0 and "ok" in result.output
-    assert not (Path("results") / "quickstart-never").exists()
+    assert not (Path("results") / "ring-allreduce-never").exists()
 
 
 BAD = [
@@ -132,14 +132,14 @@ def test_bad_input_gives_one_clear_line_and_exit_2(tmp_path, case, command):
 
 
 def test_bad_set_override_names_the_flag(tmp_path):
-    result = runner.invoke(app, ["validate", str(QUICKSTART), "--set", "workload.size"])
+    result = runner.invoke(app, ["validate", str(RING), "--set", "workload.size"])
     assert result.exit_code == 2 and "KEY=VALUE" in result.output
-    result = runner.invoke(app, ["validate", str(QUICKSTART), "--set", "workload.size=-1MiB"])
+    result = runner.invoke(app, ["validate", str(RING), "--set", "workload.size=-1MiB"])
     assert result.exit_code == 2 and "workload.size" in result.output and "--set" in result.output
 
 
 def test_error_line_numbers_point_into_the_file(tmp_path):
-    text = QUICKSTART.read_text().replace("spines: 4", "spines: four")
+    text = RING.read_text().replace("spines: 4", "spines: four")
     path = write(tmp_path, text)
     result = runner.invoke(app, ["validate", str(path)])
     line = next(i for i, s in enumerate(text.splitlines(), 1) if "spines: four" in s)

@@ -209,8 +209,8 @@ main()
 
 
 def long_experiment(tmp_path: Path, **extra) -> Path:
-    """The quickstart with 400 iterations on random placement: half a minute, interrupted after a second."""
-    data = yaml.safe_load((ROOT / "experiments" / "quickstart.yaml").read_text())
+    """ring-allreduce.yaml with 400 iterations on random placement: half a minute, interrupted after a second."""
+    data = yaml.safe_load((ROOT / "experiments" / "ring-allreduce.yaml").read_text())
     data.update(placement="random", **extra)
     data["workload"]["iterations"] = 400
     path = tmp_path / "long.yaml"
@@ -256,7 +256,7 @@ def test_ctrl_c_during_a_sweep_leaves_a_directory_marked_interrupted(tmp_path):
     result = runner.invoke(app, ["show", str(out)])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert f"{out}: sweep 'quickstart' (interrupted: 0 of 2 runs ok)" in text
+    assert f"{out}: sweep 'ring-allreduce' (interrupted: 0 of 2 runs ok)" in text
     assert f"to finish it: netsim sweep {path} --out {out} --resume" in text
 
 
@@ -279,7 +279,7 @@ def test_an_interrupt_inside_a_compiled_kernel_is_an_interruption_not_a_failed_r
         assert isinstance(interruption(exc), KeyboardInterrupt)
     assert interruption(SystemError("x")) is None and interruption(ValueError()) is None
     monkeypatch.setattr(sweep, "run_experiment", kernel)
-    spec = load_spec(ROOT / "experiments" / "quickstart.yaml")
+    spec = load_spec(ROOT / "experiments" / "ring-allreduce.yaml")
     with pytest.raises(KeyboardInterrupt):
         sweep.execute(PlannedRun(0, "id", "", {}, 1, spec))
     # any other error is still a failed run, recorded
@@ -294,7 +294,7 @@ def test_an_interrupt_inside_a_compiled_kernel_is_an_interruption_not_a_failed_r
     import netsim.experiment
     monkeypatch.setattr(netsim.experiment, "run_experiment", fail_inside_a_kernel)
     out = tmp_path / "res"
-    result = runner.invoke(app, ["run", str(ROOT / "experiments" / "quickstart.yaml"), "--out", str(out)])
+    result = runner.invoke(app, ["run", str(ROOT / "experiments" / "ring-allreduce.yaml"), "--out", str(out)])
     assert result.exit_code == 130 and "interrupted: no results were written" in result.output, result.output
     assert "internal error" not in result.output and not out.exists()
 
@@ -381,7 +381,7 @@ def test_a_watched_run_gives_the_same_results_bit_for_bit():
     from netsim.config import load_spec
     from netsim.experiment.results import result_tables
     from netsim.experiment.run import run_experiment
-    spec = load_spec(ROOT / "experiments" / "quickstart.yaml", ["placement=random", "workload.iterations=3",
+    spec = load_spec(ROOT / "experiments" / "ring-allreduce.yaml", ["placement=random", "workload.iterations=3",
                                                                   "workload.size=16MiB"])
     plain = run_experiment(spec)
     seen: list[float] = []
@@ -482,7 +482,7 @@ def test_sigterm_is_143_and_a_bug_is_70_with_one_line(tmp_path, monkeypatch, cap
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(netsim.experiment, "run_experiment", bug)
-    monkeypatch.setattr(sys, "argv", ["netsim", "run", str(ROOT / "experiments" / "quickstart.yaml"), "--out",
+    monkeypatch.setattr(sys, "argv", ["netsim", "run", str(ROOT / "experiments" / "ring-allreduce.yaml"), "--out",
                                       str(tmp_path / "r2")])
     monkeypatch.delenv("NETSIM_DEBUG", raising=False)
     with pytest.raises(SystemExit) as info:

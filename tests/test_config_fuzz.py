@@ -1,4 +1,4 @@
-"""Hypothesis-mutated quickstart files (dropped keys, wrong types, odd units) never give a traceback."""
+"""Hypothesis-mutated ring-allreduce files (dropped keys, wrong types, odd units) never give a traceback."""
 
 import copy
 
@@ -53,7 +53,7 @@ def mutated(draw):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mutated())
-def test_mutated_quickstart_never_tracebacks(tmp_path, spec):
+def test_mutated_ring_allreduce_never_tracebacks(tmp_path, spec):
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump(spec))
     result = runner.invoke(app, ["validate", str(path)])

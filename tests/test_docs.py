@@ -1,7 +1,7 @@
 """The README, the docs/ pages and the shipped YAML stay runnable: docs and commands kept in step.
 
 Every page is read the same way: Python blocks run, YAML blocks become experiments that
-``netsim validate`` accepts (a fragment is merged into the quickstart first), a block that names a
+``netsim validate`` accepts (a fragment is merged into ring-allreduce.yaml first), a block that names a
 shipped file matches it, and every ``netsim`` command shown names a real command with real options
 and a file that exists; the quick ones run, the rest are checked with ``netsim validate``.
 """
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 PAGES = {"README.md": README} | {str(p.relative_to(ROOT)): p.read_text()
                                  for p in sorted((ROOT / "docs").rglob("*.md"))}
-QUICKSTART = yaml.safe_load((ROOT / "experiments/quickstart.yaml").read_text())
+RING = yaml.safe_load((ROOT / "experiments/ring-allreduce.yaml").read_text())
 runner = CliRunner()
 
 
@@ -87,9 +87,9 @@ def test_every_shipped_experiment_validates(path):
     assert result.exit_code == 0, result.output
 
 
-def test_the_annotated_experiment_file_is_the_quickstart():
+def test_the_annotated_experiment_file_is_ring_allreduce():
     block = re.search(r"```yaml\n(.*?)```", PAGES["docs/experiment-file.md"], re.S).group(1)
-    assert parse_spec(yaml.safe_load(block)) == parse_spec(QUICKSTART)
+    assert parse_spec(yaml.safe_load(block)) == parse_spec(RING)
 
 
 def _named_file(block: str) -> str | None:
@@ -113,7 +113,7 @@ TOPOLOGY_KEYS = {"nic", "host_nics", "uplink", "intra_host", "nic_overrides", "r
 
 
 def _experiments(block: str) -> list[dict]:
-    """The experiments a YAML block stands for: itself when whole, else merged into the quickstart."""
+    """The experiments a YAML block stands for: itself when whole, else merged into ring-allreduce.yaml."""
     lines = [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     keys = [line.split(":")[0] for line in lines if not line.startswith(" ")]
     if len(keys) != len(set(keys)):  # alternatives for one key, one per line (NIC forms)
@@ -121,7 +121,7 @@ def _experiments(block: str) -> list[dict]:
     data = yaml.safe_load(block)
     if "name" in data and "topology" in data:
         return [data]
-    exp = copy.deepcopy(QUICKSTART)
+    exp = copy.deepcopy(RING)
     if set(data) <= TOPOLOGY_KEYS:
         exp["topology"].update(data)
         return [exp]
@@ -249,20 +249,20 @@ def test_quick_commands_run(page, argv, monkeypatch, tmp_path):
     assert result.exit_code == 0, f"{page}: netsim {' '.join(argv)}\n{result.output}"
 
 
-RESULTS_BLOCKS = [b for b in _blocks("python") if "results/quickstart/" in b[2]]
+RESULTS_BLOCKS = [b for b in _blocks("python") if "results/ring-allreduce/" in b[2]]
 
 
-def test_the_quickstart_runs_as_the_tour_says_and_its_results_read_as_shown(monkeypatch, tmp_path, capsys):
+def test_ring_allreduce_runs_as_the_tour_says_and_its_results_read_as_shown(monkeypatch, tmp_path, capsys):
     monkeypatch.chdir(ROOT)
-    out = tmp_path / "results/quickstart"
-    result = runner.invoke(app, ["run", "experiments/quickstart.yaml", "--out", str(out), "--no-report"])
+    out = tmp_path / "results/ring-allreduce"
+    result = runner.invoke(app, ["run", "experiments/ring-allreduce.yaml", "--out", str(out), "--no-report"])
     assert result.exit_code == 0, result.output
     assert "allreduce/ring" in result.output and "200Gbps" in result.output
     for argv in (["results", str(out)], ["results", str(out), "--csv", str(tmp_path / "q.csv")], ["show", str(out)],
                  ["report", str(out), "--out", str(tmp_path / "q.html")]):  # as the docs show them
         result = runner.invoke(app, argv)
         assert result.exit_code == 0, f"netsim {' '.join(argv)}\n{result.output}"
-    assert RESULTS_BLOCKS, "the results page shows how to read results/quickstart"
+    assert RESULTS_BLOCKS, "the results page shows how to read results/ring-allreduce"
     monkeypatch.chdir(tmp_path)
     for page, _, block in RESULTS_BLOCKS:
         exec(compile(block, page, "exec"), {})

@@ -83,7 +83,7 @@ def test_the_schema_and_its_errors_come_from_the_registry():
 
 
 def test_runs_parquet_has_every_metric_in_registry_order(tmp_path):
-    spec = yaml.safe_load((ROOT / "experiments" / "quickstart.yaml").read_text())
+    spec = yaml.safe_load((ROOT / "experiments" / "ring-allreduce.yaml").read_text())
     spec["topology"].update(leaves=2, spines=2, hosts_per_leaf=2)
     spec["workload"]["size"] = "4MiB"
     exp = tmp_path / "q.yaml"

@@ -26,7 +26,7 @@ runner = CliRunner()
 #: ``--set`` overrides that make each shipped experiment small enough for the suite (same features).
 JOBS4 = range(4)
 SMALL = {
-    "quickstart": ["workload.size=1MiB"],
+    "ring-allreduce": ["workload.size=1MiB"],
     "ecmp-collisions-256": ["workload.size=1MiB", "topology.leaves=2"],
     "frontier-mini-ring": ["workload.ranks=16", "workload.size=1MiB"],
     "holmes-hetero": ["workload.model.global_batch=4", "workload.model.layers=4", "workload.model.hidden=512",
@@ -58,7 +58,8 @@ SMALL = {
     "failures-spray-vs-split": ["workload.size=1MiB", "topology.hosts_per_leaf=1", "topology.gpus_per_host=1",
                                 "topology.nics_per_host=1"],
 }
-EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("*.yaml"))
+# the quickstart's dashboard is checked whole, in a browser, by tests/test_demo.py (its numbers too)
+EXPERIMENTS = sorted(p.stem for p in (ROOT / "experiments").glob("*.yaml") if p.stem != "quickstart")
 
 
 def test_every_shipped_experiment_has_a_small_variant_here():
@@ -93,8 +94,12 @@ def test_report_for_every_shipped_experiment(tmp_path, name):
     html = (out / "report.html").read_text()
     assert html.count("plotly-graph-div") >= len(figs) and "<details id='manifest'>" in html
     tables = read_results(out)
-    assert titles[0].startswith(("Runs and workload steps", "Variants and grid points"))
-    if len(tables["runs"]) > 1:
+    # the summary comes first, after the opening answer when variants ran the same work (time against
+    # the bound, then why: per-uplink load, collided cables, placements drawn)
+    first = next(i for i, t in enumerate(titles) if t.startswith(("Runs and workload steps", "Variants and grid points")))
+    assert all(t.startswith(("Time per ", "Why: ")) or ": placement on the fabric" in t for t in titles[:first]), titles
+    assert first == 0 or titles[0].startswith("Time per ")
+    if len(tables["runs"]) > 1 and first == 0:  # else the opening compares the variants
         assert any(t.startswith(("Collective time by variant", "Training iteration time by variant",
                                  "Mean job completion time by variant")) for t in titles)
     if (tables["jobs"]["kind"] == "training").any():
@@ -172,7 +177,7 @@ def test_link_series_matches_link_bytes_and_is_off_at_zero(tmp_path):
 
 def test_netsim_report_command(tmp_path):
     out = tmp_path / "qs"
-    result = runner.invoke(app, ["run", str(ROOT / "experiments/quickstart.yaml"), "--out", str(out),
+    result = runner.invoke(app, ["run", str(ROOT / "experiments/ring-allreduce.yaml"), "--out", str(out),
                                  "--set", "workload.size=1MiB", "--no-report"])
     assert result.exit_code == 0 and not (out / "report.html").exists()
     result = runner.invoke(app, ["report", str(out)])
@@ -189,7 +194,7 @@ def test_netsim_report_command(tmp_path):
 
 
 def test_topology_drawing_is_coloured_by_utilisation_and_aggregated_when_large(tmp_path):
-    out = small_results("quickstart", tmp_path / "q")
+    out = small_results("ring-allreduce", tmp_path / "q")
     titles = [f.layout.title.text for f in build_figures(out)]
     (drawing,) = [f for f in build_figures(out) if "cables by peak utilisation" in (f.layout.title.text or "")]
     names = [tr.name for tr in drawing.data if tr.name]

@@ -57,10 +57,11 @@ repeats: 2
 
 # case -> CLI arguments (before --out); "{tmp}" is the case's scratch directory.
 CASES = {
-    "collective": ["run", str(EXPERIMENTS / "quickstart.yaml"), "--set", "workload.size=4MiB"],
+    "collective": ["run", str(EXPERIMENTS / "ring-allreduce.yaml"), "--set", "workload.size=4MiB"],
     "faults": ["run", str(EXPERIMENTS / "link-failure.yaml"), "--variant", "ecmp", "--set", "workload.size=32MB",
                "--set", "workload.channels=1", "--set", "engine.ideal=false"],
-    "self-contained": ["run", str(EXPERIMENTS / "quickstart.yaml"), "--set", "workload.size=4MB", "--no-report"],
+    "self-contained": ["run", str(EXPERIMENTS / "ring-allreduce.yaml"), "--set", "workload.size=4MB",
+                       "--no-report"],
     "sweep": ["sweep", "{tmp}/sweep.yaml", "--executor", "serial"],
     "training": ["run", str(EXPERIMENTS / "holmes-hetero.yaml"), "--variant", "holmes"],
     # job-a runs two iterations so the iteration-time line plot is on the page too

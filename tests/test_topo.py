@@ -154,9 +154,9 @@ def test_readme_shows_the_real_output():
 
 
 def test_topo_reads_experiment_files():
-    result = runner.invoke(app, ["topo", str(ROOT / "experiments" / "quickstart.yaml")])
+    result = runner.invoke(app, ["topo", str(ROOT / "experiments" / "ring-allreduce.yaml")])
     assert result.exit_code == 0, result.output
-    assert "ratio       0.250" in result.output  # the quickstart is 4:1
+    assert "ratio       0.250" in result.output  # ring-allreduce.yaml is 4:1
 
 
 BAD = [

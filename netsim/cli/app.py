@@ -111,4 +111,8 @@ def _print_results(directory: Path, metrics: list[str] | None = None):
             cells.append(_format_metric(m, mean) + ("" if half != half else f" ± {_format_metric(m, half)}"))
         out.add_row(*cells)
     _out().print(out)
+    if set(keys) <= {"variant"}:  # variants that ran the same work: the dashboard's opening sentences
+        from netsim.report.answer import answer_sentences
+        for text in answer_sentences(directory):
+            _out().print(text, highlight=False, markup=False)
     return table

@@ -224,7 +224,7 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> Experimen
 
     Examples
     --------
-    >>> spec = load_spec("experiments/quickstart.yaml", ["workload.size=1GiB"])  # doctest: +SKIP
+    >>> spec = load_spec("experiments/ring-allreduce.yaml", ["workload.size=1GiB"])  # doctest: +SKIP
     """
     path = Path(path)
     where = str(path)

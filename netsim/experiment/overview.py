@@ -53,7 +53,7 @@ def overview(directory: str | Path) -> Overview:
 
     Examples
     --------
-    >>> o = overview("results/quickstart")  # doctest: +SKIP
+    >>> o = overview("results/ring-allreduce")  # doctest: +SKIP
     >>> o.kind, o.status, o.metrics[:2]  # doctest: +SKIP
     ('run', 'complete', ['collective_time_s', 'busbw_Bps'])
     """

@@ -31,7 +31,7 @@ below 0.8x the measured peak, at most 3x above 500 MB.
 case                               measured  estimate  ratio  messages
 =================================  ========  ========  =====  =========
 small-spec (tests/test_cli.py)      393 MiB   421 MiB   1.07        480
-quickstart                          425 MiB   429 MiB   1.01      8,064
+ring-allreduce                      425 MiB   429 MiB   1.01      8,064
 rails-concurrent                    400 MiB   423 MiB   1.06      2,016
 routes-table                        404 MiB   423 MiB   1.05      1,920
 policy-sweep (ecmp)                 397 MiB   422 MiB   1.06      1,984

@@ -303,7 +303,7 @@ def run_experiment(spec: ExperimentSpec, *,
     Examples
     --------
     >>> from netsim.config import load_spec
-    >>> result = run_experiment(load_spec("experiments/quickstart.yaml"))  # doctest: +SKIP
+    >>> result = run_experiment(load_spec("experiments/ring-allreduce.yaml"))  # doctest: +SKIP
     >>> result.collectives[0].busbw_Bps  # doctest: +SKIP
     """
     if spec.cluster is not None:

@@ -23,6 +23,8 @@ from netsim.experiment.metrics import CHART_UNITS, METRICS
 from netsim.experiment.outdir import write_file_atomically
 from netsim.experiment.results import read_results, read_table
 from netsim.experiment.summary import group_keys, summarize
+from netsim.report.answer import Comparison, answer_figure, comparisons, uplink_figure
+from netsim.report.answer_fabric import collision_figure, placement_figure
 from netsim.report.cluster_panels import cluster_figures, has_cluster
 from netsim.report.detection_panels import detection_figures, has_detection
 from netsim.report.display import (
@@ -112,7 +114,10 @@ def _per_call(colls: pd.DataFrame) -> pd.DataFrame:
 
 
 def _collective_figures(colls: pd.DataFrame) -> list[go.Figure]:
-    """One run's calls: time against the ideal time, and algorithm/bus bandwidth against the ideal busbw."""
+    """One run's calls: time against the ideal time, and algorithm/bus bandwidth against the ideal busbw
+    (none for a single call: its numbers are in the summary table)."""
+    if len(colls) < 2:
+        return []
     c = _per_call(colls)
     has_ideal = bool(c["ideal_s"].notna().any())
     time = go.Figure(go.Bar(x=list(c["call"]), y=list(c["time_ms"]), name="time",
@@ -278,9 +283,12 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
     training = _is_training(jobs)
     cluster = has_cluster(t)  # a trace-driven cluster: no collective calls of its own
     drop = COLLECTIVE_METRICS if training or cluster else ()
+    comps = [] if training or cluster or set(keys) - {"variant"} else comparisons(ok_runs, colls)
+    answered = {v for c in comps for v in c.variants}
     if sweep:
         summary_fig, table, keys = _sweep_summary(results_dir, drop)
-        figs = [summary_fig, *_sweep_bars(table, keys, drop)]
+        # the opening panels compare every variant already; the per-metric bars would repeat them
+        figs = [summary_fig, *([] if answered >= set(ok_runs["variant"]) else _sweep_bars(table, keys, drop))]
     elif not cluster:
         figs = [_training_summary(ok_runs, label) if training else _summary(ok_runs, colls, label)]
     else:
@@ -317,11 +325,42 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
     if series is not None and len(series):
         figs += _heatmaps(series, ok_runs, label)
     figs += _link_figures(links, label, sweep)
-    if len(ok_runs):
+    if len(ok_runs) and not comps:
         drawing = fabric_figure(results_dir, ok_runs, links, manifest, label)
         if drawing is not None:
             figs.append(drawing)
+    figs = [*_opening(results_dir, comps, links, flows), *figs]
+    return [f for f in figs if not _single_value(f)]
+
+
+def _opening(results_dir: Path, comps: list[Comparison], links: pd.DataFrame, flows: pd.DataFrame) -> list[go.Figure]:
+    """The answer of every group of comparable variants (time against the bound, with its sentence), then
+    the why: per-uplink load and the collided cables where routing differs, placements drawn where
+    placement differs."""
+    figs = [answer_figure(c, links) for c in comps]
+    for comp in comps:
+        if "routing" in comp.differs:
+            figs += [f for f in (uplink_figure(comp, links), collision_figure(results_dir, comp, links)) if f]
+        if "placement" in comp.differs:
+            figs += [f for v in comp.variants
+                     if (f := placement_figure(results_dir, v, comp.runs[v][0], flows)) is not None]
     return figs
+
+
+def _single_value(fig: go.Figure) -> bool:
+    """A chart that draws one value (one bar, with at most reference markers beside it, or one point):
+    the number is in the summary table instead. A breakdown (stacked parts of one bar) and a timeline
+    (bars with a ``base``) draw several values."""
+    def points(t) -> int:
+        values = t.y if t.type == "bar" and t.orientation == "h" else t.x if t.x is not None else t.y
+        return 0 if values is None else len(values)
+    kinds = {t.type for t in fig.data}
+    if not kinds or not kinds <= {"bar", "scatter"}:
+        return False
+    bars = [t for t in fig.data if t.type == "bar"]
+    if any(t.base is not None for t in bars):
+        return False
+    return sum(points(t) for t in (bars or fig.data)) <= 1
 
 
 def render_report(results_dir: str | Path, plotly_src: str | None = None) -> str:

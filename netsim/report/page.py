@@ -28,7 +28,9 @@ from netsim.experiment.outdir import (
 #: The shared copy of plotly.js next to the reports of a results directory.
 PLOTLY_JS = "plotly.min.js"
 _STYLE = ("body{font-family:sans-serif;margin:2em} .fig{margin-bottom:2em} pre{background:#f4f4f4;padding:1em;"
-          "overflow:auto} .warning{background:#fff3cd;padding:1em} details{margin-top:2em}")
+          "overflow:auto} .warning{background:#fff3cd;padding:1em} details{margin-top:2em} "
+          ".answer{font-size:1.15em;background:#eef6ee;border-left:4px solid #2e7d32;padding:0.6em 1em;"
+          "max-width:70em}")
 
 
 def page_html(title: str, figs: list[go.Figure], body_top: str = "", body_end: str = "",
@@ -36,12 +38,19 @@ def page_html(title: str, figs: list[go.Figure], body_top: str = "", body_end: s
     """A full HTML page of ``figs``; plotly.js from ``plotly_src`` (a relative URL) or inlined when None."""
     script = (f"<script src='{html.escape(plotly_src)}' charset='utf-8'></script>" if plotly_src
               else f"<script type='text/javascript'>{get_plotlyjs()}</script>")
-    parts = [fig.to_html(full_html=False, include_plotlyjs=False, config={"responsive": True},
-                         default_height="480px" if i else None) for i, fig in enumerate(figs)]
+    parts = [_intro(fig) + fig.to_html(full_html=False, include_plotlyjs=False, config={"responsive": True},
+                                       default_height="480px" if i else None) for i, fig in enumerate(figs)]
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
             f"<title>netsim: {html.escape(title)}</title>{script}<style>{_STYLE}</style></head><body>"
             f"<h1>netsim — {html.escape(title)}</h1>" + body_top
             + "".join(f"<div class='fig'>{p}</div>" for p in parts) + body_end + "</body></html>")
+
+
+def _intro(fig: go.Figure) -> str:
+    """The sentence a figure carries in ``layout.meta["sentence"]``, as a paragraph above it."""
+    meta = fig.layout.meta
+    text = meta.get("sentence") if isinstance(meta, dict) else None
+    return f"<p class='answer'>{html.escape(text)}</p>" if text else ""
 
 
 def _netsim_wrote(directory: Path, name: str) -> bool:

@@ -29,9 +29,13 @@ _MARKERS = {"host": ("host", "#7f7f7f", "square"), "leaf": ("leaf", "#1f77b4", "
             "spine": ("spine", "#ff7f0e", "diamond"), "switch": ("switch", "#2ca02c", "circle")}
 
 
-def topology_figure(topo: Topology, utilisation: np.ndarray | None = None) -> go.Figure:
+def topology_figure(topo: Topology, utilisation: np.ndarray | None = None, scale: str = "utilisation",
+                    marked: np.ndarray | None = None, marked_name: str = "marked") -> go.Figure:
     """A plotly drawing of ``topo``: one node per fabric switch and per host (its GPUs, NICs and
-    internal switches collapsed), one line per connected pair, coloured by cable class.
+    internal switches collapsed), one line per connected pair, coloured by cable class, or by
+    ``utilisation`` per link when given (``scale``: ``"utilisation"``, a fraction of capacity, or
+    ``"offered"``, peak offered load in multiples of capacity). Links where ``marked`` is true are
+    drawn again in thick red, named ``marked_name`` in the legend (e.g. cables that collided).
 
     Layout: hosts at the bottom, each switch in layer 1 + its hop distance from the nearest switch
     a NIC is on (leaves in layer 1, spines in layer 2); when switches carry a ``group`` attribute
@@ -68,18 +72,14 @@ def topology_figure(topo: Topology, utilisation: np.ndarray | None = None) -> go
     a, b = draw_of[links.src], draw_of[links.dst]
     valid = (a >= 0) & (b >= 0) & (a != b)  # host-internal links are not drawn
     if utilisation is not None:
-        _utilisation_traces(fig, topo, a, b, valid, xy, utilisation)
+        _utilisation_traces(fig, a, b, valid, xy, utilisation, _OFFERED_BINS if scale == "offered" else _UTIL_BINS,
+                            "peak offered load {:.3g}×" if scale == "offered" else "peak utilisation {:.0%}")
+    if marked is not None and (marked & valid).any():
+        _cable_trace(fig, a, b, marked & valid, xy, marked_name, "#b2182b", 3.5)
     for label, colour, kinds in (() if utilisation is not None else _CABLES):
         mask = valid & np.isin(links.kind, [LINK_KINDS.index(k) for k in kinds])
-        if not mask.any():
-            continue
-        pairs = np.unique(np.sort(np.stack([a[mask], b[mask]], axis=1), axis=1), axis=0)
-        xs = np.full(3 * len(pairs), None, dtype=object)
-        ys = np.full(3 * len(pairs), None, dtype=object)
-        xs[0::3], xs[1::3] = xy[pairs[:, 0], 0], xy[pairs[:, 1], 0]
-        ys[0::3], ys[1::3] = xy[pairs[:, 0], 1], xy[pairs[:, 1], 1]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=label, hoverinfo="skip",
-                                 line={"color": colour, "width": 0.6}, opacity=0.6))
+        if mask.any():
+            _cable_trace(fig, a, b, mask, xy, label, colour, 0.6, opacity=0.6)
 
     degree = np.bincount(a[valid], minlength=len(xy))
     kind_of = [graph.nodes[s]["kind"] for s in switches] + ["host"] * topo.n_hosts
@@ -103,31 +103,52 @@ def topology_figure(topo: Topology, utilisation: np.ndarray | None = None) -> go
 #: Utilisation classes of a cable (the busier direction and parallel cable): upper bound, colour.
 _UTIL_BINS = ((0.0, "#d9d9d9", "idle"), (0.25, "#a6d96a", "< 25%"), (0.5, "#fee08b", "25-50%"),
               (0.75, "#fdae61", "50-75%"), (1.01, "#d73027", "75-100%"))
+#: Peak offered load classes (multiples of the cable's capacity).
+_OFFERED_BINS = ((0.0, "#d9d9d9", "idle"), (1.0, "#a6d96a", "≤ 1×"), (2.0, "#fee08b", "1-2×"),
+                 (4.0, "#fdae61", "2-4×"), (math.inf, "#f46d43", "> 4×"))
 
 
-def _utilisation_traces(fig: go.Figure, topo: Topology, a: np.ndarray, b: np.ndarray, valid: np.ndarray,
-                        xy: np.ndarray, utilisation: np.ndarray) -> None:
-    """Cables coloured by utilisation class, with hover text at each cable's midpoint."""
+def _cable_trace(fig: go.Figure, a: np.ndarray, b: np.ndarray, mask: np.ndarray, xy: np.ndarray, name: str,
+                 colour: str, width: float, opacity: float = 1.0) -> None:
+    """One line per drawn pair among the links in ``mask``."""
+    _pairs_trace(fig, np.unique(np.sort(np.stack([a[mask], b[mask]], axis=1), axis=1), axis=0), xy,
+                 name, colour, width, opacity)
+
+
+def _pairs_trace(fig: go.Figure, pairs: np.ndarray, xy: np.ndarray, name: str, colour: str, width: float,
+                 opacity: float = 1.0) -> None:
+    """One trace of straight lines between the drawing nodes of each row of ``pairs``."""
+    xs = np.full(3 * len(pairs), None, dtype=object)
+    ys = np.full(3 * len(pairs), None, dtype=object)
+    xs[0::3], xs[1::3] = xy[pairs[:, 0], 0], xy[pairs[:, 1], 0]
+    ys[0::3], ys[1::3] = xy[pairs[:, 0], 1], xy[pairs[:, 1], 1]
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name, hoverinfo="skip",
+                             line={"color": colour, "width": width}, opacity=opacity))
+
+
+def _utilisation_traces(fig: go.Figure, a: np.ndarray, b: np.ndarray, valid: np.ndarray, xy: np.ndarray,
+                        values: np.ndarray, bins: tuple, hover: str) -> None:
+    """Cables coloured by class (``bins``: upper bound, colour, label) of the busier direction and
+    parallel cable, with ``hover`` text at each cable's midpoint."""
     cable: dict[tuple[int, int], float] = {}
     for lk in np.flatnonzero(valid):
         key = (int(min(a[lk], b[lk])), int(max(a[lk], b[lk])))
-        cable[key] = max(cable.get(key, 0.0), float(utilisation[lk]))
-    for i, (upper, colour, label) in enumerate(_UTIL_BINS):
-        lower = _UTIL_BINS[i - 1][0] if i else -1.0
+        cable[key] = max(cable.get(key, 0.0), float(values[lk]))
+    for i, (upper, colour, label) in enumerate(bins):
+        lower = bins[i - 1][0] if i else -1.0
         pairs = [k for k, u in cable.items() if (u <= upper if i == 0 else lower < u <= upper)]
-        if not pairs:
-            continue
-        arr = np.array(pairs)
-        xs = np.full(3 * len(arr), None, dtype=object)
-        ys = np.full(3 * len(arr), None, dtype=object)
-        xs[0::3], xs[1::3] = xy[arr[:, 0], 0], xy[arr[:, 1], 0]
-        ys[0::3], ys[1::3] = xy[arr[:, 0], 1], xy[arr[:, 1], 1]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"cables {label}", hoverinfo="skip",
-                                 line={"color": colour, "width": 2.5 if i else 0.8}))
+        if pairs:
+            _pairs_trace(fig, np.array(pairs), xy, f"cables {label}", colour, 2.5 if i else 0.8)
     mids = np.array(list(cable))
     fig.add_trace(go.Scatter(x=(xy[mids[:, 0], 0] + xy[mids[:, 1], 0]) / 2, y=(xy[mids[:, 0], 1] + xy[mids[:, 1], 1]) / 2,
                              mode="markers", marker={"size": 4, "color": "rgba(0,0,0,0)"}, showlegend=False,
-                             text=[f"mean utilisation {u:.0%}" for u in cable.values()], hoverinfo="text"))
+                             text=[hover.format(u) for u in cable.values()], hoverinfo="text"))
+
+
+def host_positions(topo: Topology) -> np.ndarray:
+    """(x, y) of every host in :func:`topology_figure`'s drawing, host by host."""
+    switches = [n for n, k in topo.graph.nodes(data="kind") if k in SWITCH_KINDS]
+    return _layout(topo, switches)[len(switches):]
 
 
 def _host_text(topo: Topology, h: int) -> str:
@@ -158,10 +179,15 @@ def _layout(topo: Topology, switches: list[int]) -> np.ndarray:
     by_layer: dict[int, list[int]] = {}
     for i, s in enumerate(switches):
         by_layer.setdefault(1 + dist.get(s, top), []).append(i)
-    by_layer[0] = list(range(len(switches), len(xy)))
     for y, rows in by_layer.items():
         for k, i in enumerate(rows):
             xy[i] = ((k + 0.5) / len(rows), y)
+    # hosts under the switch their first NIC port goes to, in the order of those switches
+    index = {s: i for i, s in enumerate(switches)}
+    under = [xy[index[sw], 0] if sw in index else math.inf for sw in host_switch]
+    hosts = sorted(range(topo.n_hosts), key=lambda h: (under[h], h))
+    for k, h in enumerate(hosts):
+        xy[len(switches) + h] = ((k + 0.5) / len(hosts), 0)
     xy[:, 0] *= 2.0 + 0.02 * len(xy)  # wide fabrics get room; layers stay 1 apart
     return xy
 
