@@ -133,12 +133,9 @@ def expand(exp: ExperimentFile) -> list[PlannedRun]:
 
 def _merge_variant(base: dict, override: dict) -> dict:
     """Deep-merge a variant into the base; a section given as a file (``topology: FILE`` or
-    ``{from: FILE, ...}``), or of another ``type`` than the base's, replaces the base's section
-    instead of merging into it (a sequence's keys mean nothing to a single collective)."""
+    ``{from: FILE, ...}``) replaces the base's section instead of merging into it."""
     for key, value in override.items():
-        retyped = (isinstance(value, dict) and isinstance(base.get(key), dict) and "type" in value
-                   and value["type"] != base[key].get("type"))
-        if isinstance(value, str) or (isinstance(value, dict) and "from" in value) or retyped:
+        if isinstance(value, str) or (isinstance(value, dict) and "from" in value):
             base[key] = value
         else:
             base[key] = _deep_merge(base.get(key), value) if key in base else value
