@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
-import pytest
-import yaml
 
-from netsim.experiment.sweep import _merge_variant
 from netsim.report.answer import answer_sentences, comparisons, sentence
 from netsim.report.dashboard import _single_value, build_figures
 from tests.conftest import cli_on_file
@@ -83,13 +80,3 @@ def test_no_chart_draws_a_single_value(tmp_path):
     assert _single_value(go.Figure([go.Bar(x=["a"], y=[1.0]), go.Scatter(x=["a"], y=[0.5])]))
     assert not _single_value(go.Figure([go.Bar(x=["a", "b"], y=[1.0, 2.0])]))
     assert not _single_value(go.Figure(go.Table(cells={"values": [[1]]})))
-
-
-@pytest.mark.parametrize("override, kept", [
-    ({"workload": {"type": "sequence", "steps": [{"op": "allreduce", "size": "1MiB"}]}}, False),
-    ({"workload": {"size": "1MiB"}}, True),
-])
-def test_a_variant_section_of_another_type_replaces_the_base_section(override, kept):
-    base = yaml.safe_load("workload: {type: collective, op: allreduce, algorithm: ring, size: 4MiB, channels: 4}")
-    merged = _merge_variant(base, override)
-    assert ("channels" in merged["workload"]) is kept
