@@ -55,6 +55,7 @@ SMALL = {
     "stragglers": ["workload.model.layers=2", "workload.model.hidden=512", "workload.model.heads=8",
                    "workload.model.global_batch=4", "workload.iterations=1"],
     "validation-nccl": ["workload.size=1MiB"],
+    "clos3-pods": ["workload.size=1MiB", "topology.pods=2", "workload.channels=1"],
     "failures-spray-vs-split": ["workload.size=1MiB", "topology.hosts_per_leaf=1", "topology.gpus_per_host=1",
                                 "topology.nics_per_host=1"],
 }

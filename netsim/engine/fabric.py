@@ -17,10 +17,10 @@ import simpy
 
 from netsim.engine.clock import Environment
 from netsim.engine.model import Connection, Schedule
-from netsim.topology import Topology
+from netsim.topology import CORE_LINK_KINDS, Topology
 
 #: Switch-to-switch link kinds (the core): where congestion is measured and what an ideal unbounds.
-CORE_KINDS = ("up", "down", "local", "global")
+CORE_KINDS = CORE_LINK_KINDS
 BACKENDS = ("compiled", "reference")
 
 

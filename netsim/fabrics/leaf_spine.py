@@ -44,21 +44,32 @@ class LeafSpineSpec(_Spec):
     @model_validator(mode="after")
     def _size(self):
         hosts = self.leaves * self.hosts_per_leaf
-        for entry in self.host_nics:
-            first, last = entry.hosts
-            if not first <= last < hosts:
-                raise ValueError(f"host_nics range {entry.hosts} must satisfy first <= last < {hosts} (the host count)")
+        check_host_nics(self.host_nics, hosts)
         _check_size(hosts * self.gpus_per_host,
                     2 * (hosts * (self.gpus_per_host + 2 * self.nics_per_host) + self.leaves * self.spines * self.uplink.count))
         return self
 
 
+def check_host_nics(entries: list[HostNics], hosts: int) -> None:
+    """Every ``host_nics`` range lies inside the fabric's ``hosts``."""
+    for entry in entries:
+        first, last = entry.hosts
+        if not first <= last < hosts:
+            raise ValueError(f"host_nics range {entry.hosts} must satisfy first <= last < {hosts} (the host count)")
+
+
+def host_nic_map(entries: list[HostNics]) -> dict:
+    """``host_nics`` ranges as ``{host: NicProfile}`` (later ranges win)."""
+    out = {}
+    for entry in entries:
+        first, last = entry.hosts
+        out.update({h: entry.nic.resolve() for h in range(first, last + 1)})
+    return out
+
+
 def _leaf_spine_args(t) -> dict:
     """Keyword arguments of the leaf-spine builders from a LeafSpineSpec."""
-    host_nics = {}
-    for entry in t.host_nics:
-        first, last = entry.hosts
-        host_nics.update({h: entry.nic.resolve() for h in range(first, last + 1)})
+    host_nics = host_nic_map(t.host_nics)
     return dict(
         leaves=t.leaves, spines=t.spines, hosts_per_leaf=t.hosts_per_leaf, gpus_per_host=t.gpus_per_host,
         nics_per_host=t.nics_per_host, nic=t.nic.resolve(), nic_latency_s=t.nic.latency,

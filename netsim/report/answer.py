@@ -22,6 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from netsim.report.display import human_bandwidth, human_size, human_time
+from netsim.topology import CORE_LINK_KINDS
 
 #: Spec columns of ``runs.parquet`` that are the policies being compared (the rest is the work).
 POLICY_PREFIXES = ("routing.", "placement.")
@@ -30,7 +31,7 @@ _NOT_SPEC = ("run_id", "variant", "seed", "status", "error", "traceback", "name"
 #: Two variants within this relative time of each other are a tie.
 TIE = 0.01
 #: Link kinds that are switch-to-switch cables (where hashing collides).
-CORE_KINDS = ("up", "down", "local", "global")
+CORE_KINDS = CORE_LINK_KINDS
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from netsim.topology.topology import LINK_KINDS, SWITCH_KINDS, Topology
+from netsim.topology.topology import CORE_LINK_KINDS, LINK_KINDS, SWITCH_KINDS, Topology
 
 #: Largest fabric drawn node by node (switches + hosts, and switch-to-switch cables: 16 leaves x 16
 #: spines is already a hairball); larger ones are shown as a heatmap.
@@ -82,7 +82,7 @@ def block_heatmap(topo: Topology, utilisation: np.ndarray) -> go.Figure | None:
 
 def _switch_cables(topo: Topology) -> int:
     """Switch pairs joined by at least one cable (what a drawing has to show as lines)."""
-    kinds = [LINK_KINDS.index(k) for k in ("up", "down", "local", "global")]
+    kinds = [LINK_KINDS.index(k) for k in CORE_LINK_KINDS]
     mask = np.isin(topo.links.kind, kinds)
     pairs = np.sort(np.stack([topo.links.src[mask], topo.links.dst[mask]], axis=1), axis=1)
     return len(np.unique(pairs, axis=0)) if len(pairs) else 0

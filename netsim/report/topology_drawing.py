@@ -22,11 +22,13 @@ MAX_NODES = 2000
 _CABLES = (
     ("NIC (host - switch)", "#9e9e9e", ("nic_up", "nic_down")),
     ("tier to tier (up/down)", "#1f77b4", ("up", "down")),
+    ("spine to core", "#9467bd", ("core_up", "core_down")),
     ("local (inside a group)", "#2ca02c", ("local",)),
     ("global (between groups)", "#d62728", ("global",)),
 )
 _MARKERS = {"host": ("host", "#7f7f7f", "square"), "leaf": ("leaf", "#1f77b4", "diamond"),
-            "spine": ("spine", "#ff7f0e", "diamond"), "switch": ("switch", "#2ca02c", "circle")}
+            "spine": ("spine", "#ff7f0e", "diamond"), "switch": ("switch", "#2ca02c", "circle"),
+            "core": ("core", "#9467bd", "diamond")}
 
 
 def topology_figure(topo: Topology, utilisation: np.ndarray | None = None, scale: str = "utilisation",

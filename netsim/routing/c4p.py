@@ -10,7 +10,7 @@ import numpy as np
 from netsim.errors import ConfigError
 from netsim.routing.base import ROUTING, Connection, PolicyBase, Routes, option_time
 from netsim.routing.routes import as_connections, from_routes
-from netsim.topology import LINK_KINDS, Topology
+from netsim.topology import CORE_LINK_KINDS, LINK_KINDS, Topology
 
 def _order(conn: Connection) -> tuple[int, ...]:
     """The planner's deterministic order of connections: (job, src, dst, channel, comm)."""
@@ -18,7 +18,7 @@ def _order(conn: Connection) -> tuple[int, ...]:
 
 
 #: Links the planner balances: NIC ports (both ends; the bonded-port choice) and the switch core.
-_PLANNED_KINDS = ("nic_up", "nic_down", "up", "down", "local", "global")
+_PLANNED_KINDS = ("nic_up", "nic_down", *CORE_LINK_KINDS)
 
 
 @ROUTING.register("c4p")

@@ -6,8 +6,9 @@ import hashlib
 
 import numpy as np
 
+from netsim.errors import ConfigError
 from netsim.routing.base import DEFAULT_RECONVERGENCE, ROUTING, Connection, PolicyBase, Routes, option_time
-from netsim.routing.routes import Columns, connection_columns, in_chunks, single_paths
+from netsim.routing.routes import Columns, as_connections, connection_columns, from_routes, in_chunks, single_paths
 from netsim.topology import Topology
 from netsim.topology.pathsets import PathSets
 
@@ -33,18 +34,36 @@ class ECMP(PolicyBase):
         The fabric and the run's generator (one draw: the hash salt).
     reconvergence:
         Routing reconvergence time after a link fault (default 10 ms, an estimate).
+    hashing:
+        ``path`` (default): the source picks one of all equal-cost paths (per-path ECMP, source
+        routed). ``hop``: every switch on the way picks one of its equal-cost next hops by hashing
+        the connection with its own seed (per-hop ECMP, as switches do).
+    seeds:
+        With ``hashing: hop``: ``switch`` (default) gives every switch its own seed; ``shared``
+        gives all the same one, which reproduces hash polarisation: with k next hops at one tier
+        and k' at the next, only 1/gcd(k, k') of the next tier's are ever used.
     """
 
     #: Each connection keeps the routes it got on first use until a fault (Fabric.run_ring relies on it).
     fixed = True
     decides = "connection"
 
-    def __init__(self, topology: Topology, rng: np.random.Generator, reconvergence: str | float = DEFAULT_RECONVERGENCE):
+    def __init__(self, topology: Topology, rng: np.random.Generator, reconvergence: str | float = DEFAULT_RECONVERGENCE,
+                 hashing: str = "path", seeds: str = "switch"):
         super().__init__()
         self.topology = topology
         self.reaction_s = option_time(reconvergence, "reconvergence")
         self.salt = int(rng.integers(0, 2**63)).to_bytes(8, "little")
         self._chosen: dict[Connection, Routes] = {}
+        if hashing not in ("path", "hop"):
+            raise ConfigError(f"must be path (the source picks one equal-cost path) or hop (each switch picks a "
+                              f"next hop), got {hashing!r}", "routing.hashing")
+        if seeds not in ("switch", "shared"):
+            raise ConfigError(f"must be switch (a seed per switch) or shared (one seed: hash polarisation), got "
+                              f"{seeds!r}", "routing.seeds")
+        if seeds == "shared" and hashing == "path":
+            raise ConfigError("seeds only apply to per-hop hashing: add hashing: hop", "routing.seeds")
+        self.hashing, self.seeds = hashing, seeds
 
     def hash(self, key: tuple[int, ...]) -> int:
         """The salted 64-bit hash of integer ``key``."""
@@ -70,12 +89,29 @@ class ECMP(PolicyBase):
 
     def pick(self, candidates: list[tuple[int, ...]], key: tuple[int, ...]) -> tuple[int, ...]:
         """The candidate ``key`` hashes to; re-hashed over the live ones if that one crosses a failed link."""
+        if self.hashing == "hop":
+            return self.hop_by_hop(self.live(candidates) if self.failed else candidates, key)
         h = self.hash(key)
         path = candidates[h % len(candidates)]
         if self.failed and not self.failed.isdisjoint(path):
             alive = self.live(candidates)
             path = alive[h % len(alive)]
         return path
+
+    def hop_by_hop(self, candidates: list[tuple[int, ...]], key: tuple[int, ...]) -> tuple[int, ...]:
+        """Per-hop ECMP: from the source, each node where the (sorted) candidates branch picks one of its
+        next links by the connection's hash under its seed (its node id, or one shared seed)."""
+        src = self.topology.links.src
+        depth = 0
+        while len(candidates) > 1:
+            hops = sorted({p[depth] for p in candidates})
+            if len(hops) > 1:
+                node = int(src[hops[0]])
+                h = self.hash(key if self.seeds == "shared" else (*key, -1 - node))
+                chosen = hops[h % len(hops)]
+                candidates = [p for p in candidates if p[depth] == chosen]
+            depth += 1
+        return candidates[0]
 
     def decide(self, connection: Connection) -> Routes:
         """The routes ``connection`` gets now (no caching)."""
@@ -89,7 +125,11 @@ class ECMP(PolicyBase):
         return routes
 
     def routes(self, connections):
-        """The hashed path of every connection of the batch: hashes in a loop, the rest in numpy."""
+        """The hashed path of every connection of the batch: hashes in a loop, the rest in numpy (per-hop
+        hashing: connection by connection)."""
+        if self.hashing == "hop":
+            conns = as_connections(connections)
+            return from_routes(self.topology, conns, [self.paths(c) for c in conns], self.independent)
         return in_chunks(connection_columns(connections), CHUNK, self._hashed)
 
     def _hashed(self, cols: Columns):

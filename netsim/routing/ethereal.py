@@ -17,10 +17,10 @@ import numpy as np
 
 from netsim.routing.base import ROUTING, Connection, PolicyBase, Routes, Window, option_time
 from netsim.routing.routes import as_connections, from_routes
-from netsim.topology import LINK_KINDS, Topology
+from netsim.topology import CORE_LINK_KINDS, LINK_KINDS, Topology
 
 #: Link kinds that distinguish one "uplink" choice from another: the sender's NIC port and the core.
-_CHOICE_KINDS = ("nic_up", "up", "down", "local", "global")
+_CHOICE_KINDS = ("nic_up", *CORE_LINK_KINDS)
 
 
 def equal_split(n: int, s: int) -> list[list[tuple[int, float]]]:

@@ -19,6 +19,8 @@ class _Fabric:
     nic_ports: dict = field(default_factory=dict)
     nic_profile: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
+    leaves: list = field(default_factory=list)  # switch node ids
+    spines: list = field(default_factory=list)
 
 
 def _check_positive(**values: int) -> None:
@@ -75,7 +77,7 @@ def _add_leaf_spine(b: _Builder, *, prefix: str, first_host: int = 0, first_gpu:
 
     model: NodeModel = nvswitch_node(gpus_per_host, nics_per_host, intra_bandwidth_Bps, intra_latency_s,
                                      extra_nics=extra_nics)
-    out = _Fabric()
+    out = _Fabric(leaves=leaf_nodes, spines=spine_nodes)
     hosts_per_group = hosts_per_leaf * nics_per_host
     for h in range(n_hosts):
         profile = host_nics.get(h, nic)

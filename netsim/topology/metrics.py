@@ -96,6 +96,9 @@ def summary(topo: Topology) -> dict:
         "bisection_cut": cut,
         "bisection_ratio": bisection / (injection / 2) if bisection is not None and injection else None,
         "diameter_hops": _diameter(topo, is_switch),
+        "oversubscription": {tier: topo.params[key] for tier, key in (("leaf", "oversubscription"),
+                                                                      ("spine-core", "oversubscription_core"))
+                             if key in topo.params},
         "paths": _path_diversity(topo, is_switch),
     }
 
@@ -236,6 +239,9 @@ def _path_diversity(topo: Topology, is_switch: np.ndarray) -> list[dict]:
     def group(switches: frozenset[int]) -> object:
         return min((nodes[s].get("group", -1) for s in switches), default=-1)
 
+    def pod(switches: frozenset[int]) -> object:
+        return min((nodes[s].get("pod", -1) for s in switches), default=-1)
+
     home = attached(0)
     kind = nodes[min(home)]["kind"] if home else "switch"
     grouped = bool(home) and group(home) != -1
@@ -243,6 +249,9 @@ def _path_diversity(topo: Topology, is_switch: np.ndarray) -> list[dict]:
     if grouped:
         wanted += [(f"other {kind}, same group", lambda s: not s & home and group(s) == group(home)),
                    ("other group", lambda s: group(s) != group(home))]
+    elif bool(home) and pod(home) != -1:  # a three-tier Clos: pods
+        wanted += [(f"other {kind}, same pod", lambda s: not s & home and pod(s) == pod(home)),
+                   ("other pod", lambda s: pod(s) != pod(home))]
     else:
         wanted.append((f"other {kind}", lambda s: not s & home))
     found: dict[str, int] = {}
@@ -312,6 +321,9 @@ def format_summary(s: dict) -> str:
     else:
         lines.append(f"bisection   {bw(s['bisection_Bps'])} one way ({s['bisection_cut']})")
         lines.append(f"ratio       {s['bisection_ratio']:.3f} (bisection / half the injection)")
+    if len(s.get("oversubscription", {})) > 1:  # a tier ratio beyond the leaf's (three-tier Clos)
+        lines.append("tiers       " + ", ".join(f"{tier} {r:.3g}:1" for tier, r in s["oversubscription"].items())
+                     + " (down : up bandwidth)")
     diameter = "n/a" if s["diameter_hops"] is None else f"{s['diameter_hops']} switch-to-switch hops"
     lines.append(f"diameter    {diameter}")
     width = max((len(p["pair"]) for p in s["paths"]), default=0)

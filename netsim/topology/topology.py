@@ -18,12 +18,15 @@ from netsim.topology.node import NodeModel
 from netsim.topology.pathsets import PathIndex, PathSets, path_sums
 
 #: Link kinds, stored as small integer codes in :attr:`LinkTable.kind`.
-LINK_KINDS = ("intra", "nic_up", "nic_down", "up", "down", "pcie", "local", "global")
+LINK_KINDS = ("intra", "nic_up", "nic_down", "up", "down", "pcie", "local", "global", "core_up", "core_down")
 #: Which tier each link kind belongs to, for per-tier reporting.
 LINK_TIERS = {"intra": "host", "pcie": "host", "nic_up": "nic", "nic_down": "nic", "up": "leaf-spine",
-              "down": "leaf-spine", "local": "group", "global": "global"}
+              "down": "leaf-spine", "local": "group", "global": "global", "core_up": "spine-core",
+              "core_down": "spine-core"}
 #: Node kinds that are network switches (the switch graph paths are enumerated on).
-SWITCH_KINDS = ("leaf", "spine", "switch")
+SWITCH_KINDS = ("leaf", "spine", "switch", "core")
+#: Link kinds between two switches (the switching core: where routing chooses and flows collide).
+CORE_LINK_KINDS = ("up", "down", "local", "global", "core_up", "core_down")
 
 Path = tuple[int, ...]
 

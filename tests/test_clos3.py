@@ -1,0 +1,169 @@
+"""Three-tier Clos fabrics (``topology: {type: clos3}``, issue 29): counts in closed form match the built
+fabric, closed-form switch paths are exactly the fewest-hop paths of the graph, the core tier follows
+from its oversubscription, bad input gets one clear error, and policies balance the core tier."""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from netsim.config import ExperimentSpec
+from netsim.engine import Environment, Fabric
+from netsim.fabrics import build_topology, fabric_shape
+from netsim.routing import Connection, make_routing
+from netsim.topology import LINK_KINDS, LINK_TIERS, SWITCH_KINDS
+from tests.conftest import cli_on_file, config_errors
+
+
+def _topology(pods=2, leaves=2, spines=2, hosts=1, gpus=2, nics=2, cables=1, core=None, **extra) -> dict:
+    return {"type": "clos3", "pods": pods, "leaves_per_pod": leaves, "spines_per_pod": spines,
+            "hosts_per_leaf": hosts, "gpus_per_host": gpus, "nics_per_host": nics,
+            "nic": {"bandwidth": "100Gbps"}, "uplink": {"bandwidth": "100Gbps", "count": cables},
+            "core": core or {"bandwidth": "100Gbps", "switches": spines},
+            "intra_host": {"bandwidth": "900GB/s"}, **extra}
+
+
+def _spec(topology: dict, **extra) -> dict:
+    return {"name": "clos3", "seed": 1, "topology": topology, "placement": "sequential", "routing": "ecmp",
+            "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "1MiB"}, **extra}
+
+
+def _build(topology: dict):
+    spec = ExperimentSpec.model_validate(_spec(topology)).topology
+    return spec, build_topology(spec)
+
+
+fabrics = st.builds(
+    lambda pods, leaves, spines, hosts, cables, wiring, per, c2: _topology(
+        pods=pods, leaves=leaves, spines=spines, hosts=hosts, cables=cables,
+        core={"bandwidth": "100Gbps", "count": c2, "wiring": wiring,
+              "switches": per * spines if wiring == "planes" else per}),
+    st.integers(1, 3), st.integers(1, 3), st.integers(1, 3), st.integers(1, 2), st.integers(1, 2),
+    st.sampled_from(["planes", "mesh"]), st.integers(1, 3), st.integers(1, 2))
+
+
+@settings(max_examples=40, deadline=None)
+@given(fabrics)
+def test_counts_in_closed_form_are_the_built_fabric(topology):
+    spec, topo = _build(topology)
+    shape = fabric_shape(spec)
+    kinds = [k for _n, k in topo.graph.nodes(data="kind")]
+    assert shape.gpus == topo.n_gpus and shape.hosts == topo.n_hosts and shape.links == len(topo.links)
+    assert shape.switches == sum(k in SWITCH_KINDS for k in kinds)
+    assert kinds.count("core") == topo.params["cores"]
+    # every spine-to-core cable is a core_up / core_down pair, reported in its own tier
+    up, down = LINK_KINDS.index("core_up"), LINK_KINDS.index("core_down")
+    assert (topo.links.kind == up).sum() == (topo.links.kind == down).sum() > 0
+    assert LINK_TIERS["core_up"] == LINK_TIERS["core_down"] == "spine-core"
+
+
+@settings(max_examples=30, deadline=None)
+@given(fabrics, st.data())
+def test_closed_form_paths_are_exactly_the_fewest_hop_paths(topology, data):
+    """The switch paths the builder gives in closed form are the graph's fewest-hop link paths, and
+    their number is the closed form of the shape (far pairs)."""
+    spec, topo = _build(topology)
+    src = data.draw(st.integers(0, topo.n_gpus - 1))
+    dst = data.draw(st.integers(0, topo.n_gpus - 1))
+    paths = topo.paths(src, dst)
+    assert len(set(paths)) == len(paths) and len({len(p) for p in paths}) == 1
+    links = topo.links
+    for p in paths:  # each path is connected, from the source GPU to the destination GPU
+        assert all(int(links.dst[a]) == int(links.src[b]) for a, b in itertools.pairwise(p))
+    switches = topo._switch_graph
+    leaf_a = topo.nic_ports[int(topo.gpu_nic[src])][0][1]
+    leaf_b = topo.nic_ports[int(topo.gpu_nic[dst])][0][1]
+    if leaf_a != leaf_b:
+        expected = sorted(p for nodes in nx.all_shortest_paths(switches, leaf_a, leaf_b)
+                          for p in itertools.product(*(switches.edges[u, v]["links"]
+                                                       for u, v in itertools.pairwise(nodes))))
+        assert topo.switch_paths(leaf_a, leaf_b) == expected
+    if topo.graph.nodes[leaf_a]["pod"] != topo.graph.nodes[leaf_b]["pod"]:
+        assert len(paths) == fabric_shape(spec).paths_far
+
+
+def test_the_core_follows_from_its_oversubscription():
+    """Meta's layout: 1:1 inside a pod, about 1:7 to the core (28 core switches, one cable from each
+    spine): a spine has 192 x 400G down and 28 x 400G up."""
+    _, topo = _build(_topology(leaves=192, spines=1, hosts=1, gpus=1, nics=1, pods=1,
+                               core={"bandwidth": "100Gbps", "switches": 28, "wiring": "mesh"}))
+    assert topo.params["oversubscription_core"] == pytest.approx(192 / 28)
+    _, topo = _build(_topology(leaves=8, spines=2, core={"bandwidth": "100Gbps", "oversubscription": 2}))
+    assert topo.params["cores"] == 8 and topo.params["cores_per_spine"] == 4  # 8 down / 2 = 4 up per spine
+    assert topo.params["oversubscription_core"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("core, where, words", [
+    ({"bandwidth": "100Gbps", "oversubscription": 3}, "topology", "does not divide the ports"),
+    ({"bandwidth": "100Gbps", "oversubscription": 2, "switches": 2}, "topology", "not both"),
+    ({"bandwidth": "100Gbps"}, "topology", "core switch count"),
+    ({"bandwidth": "100Gbps", "switches": 3}, "topology.core.switches", "do not split into 2 planes"),
+    ({"bandwidth": "100Gbps", "switches": 2, "wiring": "ring"}, "topology.core.wiring", "planes"),
+])
+def test_bad_core_tiers_get_one_clear_error(tmp_path, core, where, words):
+    data = _spec(_topology(leaves=4, core=core))
+    errors = config_errors(data)
+    assert any(words in str(e) for e in errors), errors
+    result, _, out = cli_on_file(tmp_path, data, "run")
+    assert result.exit_code == 2 and "Traceback" not in result.output and words in result.output
+    assert where in result.output and not out.exists()
+
+
+@pytest.mark.parametrize("policy", ["spray", "c4p", "ethereal"])
+def test_policies_balance_the_core_tier(policy):
+    """Two pods of two leaves (one GPU each) and a 1:1 core of two planes: every GPU sends 1 GB to the
+    GPU at the same place in the other pod. Spraying, C4P and Ethereal spread the two cross-pod
+    flows of each leaf over its two spines and their planes: all at line rate, 1 s (ECMP may collide)."""
+    _, topo = _build(_topology(gpus=1, nics=1, core={"bandwidth": "100Gbps", "switches": 2}))
+    env = Environment()
+    fabric = Fabric(env, topo, make_routing(policy, topo, np.random.default_rng(0)), record_flows=False)
+    n = topo.n_gpus
+    for a in range(n):
+        b = (a + n // 2) % n
+        fabric.send(a, b, 12.5e9, Connection(a, b))
+    env.run()
+    assert env.now == pytest.approx(1.0, rel=1e-6)
+
+
+@settings(max_examples=12, deadline=None)
+@given(k=st.sampled_from([2, 3, 4, 6, 8]), k2=st.sampled_from([2, 3, 4, 6, 8]), seed=st.integers(0, 2**16))
+def test_a_shared_hash_seed_polarises_the_next_tier(k, k2, seed):
+    """Per-hop ECMP (REFERENCE §8): with one seed for every switch, a leaf with k next hops sends spine
+    j only flows whose hash is j mod k, and that spine's k' next hops get hash mod k': only
+    k'/gcd(k, k') of them ever carry traffic. A seed per switch uses all k'."""
+    import math
+    topo = build_topology(ExperimentSpec.model_validate(_spec(_topology(
+        pods=2, leaves=1, spines=k, hosts=1, gpus=1, nics=1,
+        core={"bandwidth": "100Gbps", "switches": k * k2, "wiring": "planes"}))).topology)
+    up = LINK_KINDS.index("core_up")
+    used = {}
+    for seeds in ("shared", "switch"):
+        policy = make_routing("ecmp", topo, np.random.default_rng(seed), {"hashing": "hop", "seeds": seeds})
+        per_spine: dict[int, set[int]] = {}
+        for channel in range(32 * k * k2):  # many flows: every next hop a seed may use is used
+            (path, _), = policy.paths(Connection(0, 1, channel=channel))
+            (core_link,) = [lk for lk in path if topo.links.kind[lk] == up]
+            per_spine.setdefault(int(topo.links.src[core_link]), set()).add(core_link)
+        used[seeds] = {len(v) for v in per_spine.values()}
+    assert used["shared"] == {k2 // math.gcd(k, k2)}
+    assert used["switch"] == {k2}
+
+
+def test_the_meta_24k_preset_has_the_published_counts():
+    """REFERENCE §8: racks of 2 servers x 8 GPUs under one switch, 192 racks = a pod of 3,072 GPUs,
+    non-blocking inside, 8 pods = 24,576 GPUs joined at about 1:7 (16 CTSWs per pod, 28 ATSWs: unconfirmed)."""
+    import yaml
+    from pathlib import Path
+    data = yaml.safe_load((Path(__file__).resolve().parents[1] / "topologies/meta-24k.yaml").read_text())
+    spec, topo = _build(data)
+    assert topo.n_gpus == 24_576 and topo.n_gpus // data["pods"] == 3_072
+    assert data["hosts_per_leaf"] * data["gpus_per_host"] == 16
+    assert topo.params["oversubscription"] == 1.0 and 6.5 < topo.params["oversubscription_core"] < 7.5
+    kinds = [k for _n, k in topo.graph.nodes(data="kind")]
+    assert (kinds.count("leaf"), kinds.count("spine"), kinds.count("core")) == (8 * 192, 8 * 16, 28)
+    assert fabric_shape(spec).links == len(topo.links)
