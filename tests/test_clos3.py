@@ -167,3 +167,21 @@ def test_the_meta_24k_preset_has_the_published_counts():
     kinds = [k for _n, k in topo.graph.nodes(data="kind")]
     assert (kinds.count("leaf"), kinds.count("spine"), kinds.count("core")) == (8 * 192, 8 * 16, 28)
     assert fabric_shape(spec).links == len(topo.links)
+
+
+@pytest.mark.parametrize("sus, spines", [(1, 4), (2, 8), (3, 16), (4, 16)])
+def test_the_superpod_presets_have_nvidias_counts(sus, spines):
+    """DGX SuperPOD H100 (REFERENCE §8): per SU 8 leaves, one per rail; spines 4/8/16/16 for 1-4 SUs;
+    leaf-spine 1:1; NIC r of every node on leaf r of its SU (32 node slots per SU)."""
+    import yaml
+    from pathlib import Path
+    data = yaml.safe_load((Path(__file__).resolve().parents[1] / f"topologies/superpod-h100-{sus}su.yaml").read_text())
+    spec = ExperimentSpec.model_validate(_spec(data)).topology
+    topo = build_topology(spec)
+    kinds = [k for _n, k in topo.graph.nodes(data="kind")]
+    assert (kinds.count("leaf"), kinds.count("spine")) == (8 * sus, spines)
+    assert topo.n_hosts == 32 * sus and topo.params["oversubscription"] == 1.0
+    for h in range(topo.n_hosts):
+        for r, nic in enumerate(topo.hosts[h][3][:8]):
+            (_up, leaf, _down), = topo.nic_ports[nic]
+            assert topo.node_name(leaf) == f"leaf{(h // 32) * 8 + r}"
