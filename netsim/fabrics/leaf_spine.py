@@ -40,6 +40,7 @@ class LeafSpineSpec(_Spec):
     rail_optimized: bool = False
     nic_overrides: list[NicOverride] = []
     host_nics: list[HostNics] = []
+    planes: _count(8) = 1
 
     @model_validator(mode="after")
     def _size(self):
@@ -76,13 +77,13 @@ def _leaf_spine_args(t) -> dict:
         uplink_bandwidth_Bps=t.uplink.bandwidth, uplink_latency_s=t.uplink.latency, uplinks_per_spine=t.uplink.count,
         intra_bandwidth_Bps=t.intra_host.bandwidth, intra_latency_s=t.intra_host.latency,
         rail_optimized=t.rail_optimized, host_nics=host_nics,
-        nic_bandwidth_overrides={(o.host, o.nic): o.bandwidth for o in t.nic_overrides})
-
+        nic_bandwidth_overrides={(o.host, o.nic): o.bandwidth for o in t.nic_overrides}, planes=t.planes)
 
 
 def build(t: LeafSpineSpec) -> Topology:
     """The leaf-spine fabric of ``t``."""
     return leaf_spine(**_leaf_spine_args(t), intra_overhead_s=t.intra_host.overhead)
+
 
 
 def _painted(first_default: int, n: int, ranges: list[tuple[int, int, int]]) -> int:
@@ -115,15 +116,16 @@ def shape(t: LeafSpineSpec, extra_nics: int = 0) -> FabricShape:
     ranges = [(e.hosts[0], e.hosts[1], _ports(e.nic)) for e in t.host_nics]
     port_sum = _painted(ports, hosts, ranges)
     p = max([ports, *(v for *_, v in ranges)])
-    c, s = t.uplink.count, t.spines
+    c, s = t.uplink.count, t.spines // t.planes  # spines a leaf reaches
     links = 2 * t.leaves * s * c + hosts * 2 * t.gpus_per_host + 2 * t.nics_per_host * port_sum
+    pairs = p if t.planes > 1 else p * p  # port pairs with a path: one per plane, or every pair
     # Port k of a P-port NIC goes to the k-th leaf of its set of P leaves, so pairs of one set are near.
     domain = t.gpus_per_host if t.rail_optimized else t.hosts_per_leaf * t.gpus_per_host * p
-    return FabricShape(hosts=hosts, gpus=hosts * t.gpus_per_host, switches=t.leaves + s,
-                       nodes=t.leaves + s + hosts * (t.gpus_per_host + t.nics_per_host + extra_nics + 1),
+    return FabricShape(hosts=hosts, gpus=hosts * t.gpus_per_host, switches=t.leaves + t.spines,
+                       nodes=t.leaves + t.spines + hosts * (t.gpus_per_host + t.nics_per_host + extra_nics + 1),
                        links=links, gpus_per_host=t.gpus_per_host, gpus_per_domain=domain,
                        domains=max(1, t.leaves // p), gpus_per_nic=-(-t.gpus_per_host // t.nics_per_host),
-                       paths_host=1, paths_near=p, paths_far=p * p * s * c * c, path_links=4,
+                       paths_host=1, paths_near=p, paths_far=pairs * s * c * c, path_links=4,
                        union_links=2 * p * (1 + s * c), uplinks=s * c * p)
 
 

@@ -35,13 +35,15 @@ def _add_leaf_spine(b: _Builder, *, prefix: str, first_host: int = 0, first_gpu:
                     intra_bandwidth_Bps: float, intra_latency_s: float, rail_optimized: bool,
                     host_nics: Mapping[int, NicProfile], nic_bandwidth_overrides: Mapping[tuple[int, int], float],
                     extra_nics: int = 0, host_ids: Sequence[int] | None = None,
-                    gpu_firsts: Sequence[int] | None = None) -> _Fabric:
+                    gpu_firsts: Sequence[int] | None = None, planes: int = 1) -> _Fabric:
     """Add one leaf-spine (its switches, hosts and cables) to ``b``; hosts numbered from ``first_host``.
 
     ``host_ids`` / ``gpu_firsts`` (one per host of this fabric) replace that numbering: local host
     ``h`` is named and numbered ``host_ids[h]`` and its first GPU id is ``gpu_firsts[h]`` (interleaved
     multi-cluster numbering). Wiring, ``host_nics`` and ``nic_bandwidth_overrides`` stay in local
-    host indices either way.
+    host indices either way. ``planes`` > 1 splits the spines into that many planes (contiguous
+    blocks) and cables leaf ``l`` only to plane ``l mod planes``: with NICs of ``planes`` ports (one
+    to each leaf of its leaf set), every NIC has one port in each plane and no link joins planes.
     """
     _check_positive(leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf, gpus_per_host=gpus_per_host,
                     nics_per_host=nics_per_host, uplinks_per_spine=uplinks_per_spine)
@@ -68,10 +70,19 @@ def _add_leaf_spine(b: _Builder, *, prefix: str, first_host: int = 0, first_gpu:
         raise ConfigError(f"{max_ports}-port NICs go to {max_ports} different leaves: leaves ({leaves}) must be a "
                           "multiple of the port count, without rail-optimised wiring", "topology.nic")
 
-    leaf_nodes = [b.node(f"{prefix}leaf{i}", "leaf", index=i) for i in range(leaves)]
-    spine_nodes = [b.node(f"{prefix}spine{j}", "spine", index=j) for j in range(spines)]
-    for leaf in leaf_nodes:
-        for spine in spine_nodes:
+    if planes > 1 and (max_ports != planes or min([nic.ports, *(p.ports for p in host_nics.values())]) != planes
+                       or spines % planes):
+        raise ConfigError(f"{planes} planes need NICs of {planes} ports each (one per plane; these have "
+                          f"{max_ports}) and spines divisible by {planes} (got {spines})", "topology.planes")
+    per_plane = spines // planes
+    leaf_nodes = [b.node(f"{prefix}leaf{i}", "leaf", index=i, **({"plane": i % planes} if planes > 1 else {}))
+                  for i in range(leaves)]
+    spine_nodes = [b.node(f"{prefix}spine{j}", "spine", index=j, **({"plane": j // per_plane} if planes > 1 else {}))
+                   for j in range(spines)]
+    for li, leaf in enumerate(leaf_nodes):
+        for sj, spine in enumerate(spine_nodes):
+            if sj // per_plane != li % planes:
+                continue
             for _ in range(uplinks_per_spine):
                 b.duplex(leaf, spine, uplink_bandwidth_Bps, uplink_latency_s, "up", "down")
 
@@ -101,7 +112,9 @@ def _add_leaf_spine(b: _Builder, *, prefix: str, first_host: int = 0, first_gpu:
         "gpus_per_host": gpus_per_host, "nics_per_host": nics_per_host, "uplinks_per_spine": uplinks_per_spine,
         "rail_optimized": rail_optimized, "nic": nic.name, "nic_bandwidth_Bps": nic.port_capacity_Bps,
         "nic_ports": nic.ports, "uplink_bandwidth_Bps": uplink_bandwidth_Bps,
-        "intra_bandwidth_Bps": intra_bandwidth_Bps, "oversubscription": leaf_down_Bps / leaf_up_Bps,
+        "intra_bandwidth_Bps": intra_bandwidth_Bps,
+        "oversubscription": leaf_down_Bps / (leaf_up_Bps / planes),  # a leaf reaches its plane's spines only
+        "planes": planes,
     }
     return out
 
@@ -112,7 +125,7 @@ def leaf_spine(*, leaves: int, spines: int, hosts_per_leaf: int, gpus_per_host: 
                intra_bandwidth_Bps: float, intra_latency_s: float = 0.0, intra_overhead_s: float = 0.0,
                rail_optimized: bool = False, nic: NicProfile | None = None,
                host_nics: Mapping[int, NicProfile] | None = None,
-               nic_bandwidth_overrides: Mapping[tuple[int, int], float] | None = None) -> Topology:
+               nic_bandwidth_overrides: Mapping[tuple[int, int], float] | None = None, planes: int = 1) -> Topology:
     """Build a leaf-spine fabric.
 
     Every leaf connects to every spine with ``uplinks_per_spine`` parallel cables. There are
@@ -154,7 +167,7 @@ def leaf_spine(*, leaves: int, spines: int, hosts_per_leaf: int, gpus_per_host: 
                           uplink_latency_s=uplink_latency_s, uplinks_per_spine=uplinks_per_spine,
                           intra_bandwidth_Bps=intra_bandwidth_Bps, intra_latency_s=intra_latency_s,
                           rail_optimized=rail_optimized, host_nics=dict(host_nics or {}),
-                          nic_bandwidth_overrides=dict(nic_bandwidth_overrides or {}))
+                          nic_bandwidth_overrides=dict(nic_bandwidth_overrides or {}), planes=planes)
     n_hosts = leaves * hosts_per_leaf
     return Topology(f"leaf_spine({leaves}x{spines}, {n_hosts} hosts x {gpus_per_host} GPUs)", b.graph,
                     compile_links(b.links), fab.hosts, fab.nic_ports, fab.nic_profile, intra_overhead_s, fab.params)

@@ -212,7 +212,7 @@ class Topology:
         if pred is None:
             pred = self._switch_pred[a] = nx.predecessor(self._switch_graph, a) if a in self._switch_graph else {}
         if b not in pred:
-            return list(nx.all_shortest_paths(self._switch_graph, a, b))  # raises what networkx raises
+            return []  # not connected (separate planes or networks): the callers skip this port pair
         out, stack = [], [[b]]
         while stack:
             tail = stack.pop()
