@@ -185,3 +185,18 @@ def test_the_superpod_presets_have_nvidias_counts(sus, spines):
         for r, nic in enumerate(topo.hosts[h][3][:8]):
             (_up, leaf, _down), = topo.nic_ports[nic]
             assert topo.node_name(leaf) == f"leaf{(h // 32) * 8 + r}"
+
+
+def test_topology_aware_placement_keeps_a_job_inside_a_pod():
+    """Meta's scheduler keeps model-parallel groups inside a pod: 'topology' placement picks the fullest
+    pod that still holds the job (best fit), fills it leaf by leaf, and spills pod by pod."""
+    from netsim.placement import make_placement
+    _, topo = _build(_topology(pods=3, leaves=4, spines=2, hosts=2, gpus=4, nics=4))  # 32 GPUs per pod
+    policy = make_placement("topology", {}, path="placement")
+    rng = np.random.default_rng(0)
+    pod_of = [topo.graph.nodes[topo.nic_ports[int(topo.gpu_nic[g])][0][1]]["pod"] for g in range(topo.n_gpus)]
+    free = np.array([g for g in range(topo.n_gpus) if not (pod_of[g] == 1 and g % 32 < 8)])  # pod 1: 24 free
+    gpus = policy.place(20, topo, rng, free)  # fits pod 1 (24 free) and pods 0, 2 (32): best fit is pod 1
+    assert {pod_of[g] for g in gpus} == {1}
+    gpus = policy.place(40, topo, rng)  # more than a pod: one pod whole, then the next
+    assert sorted(pod_of[g] for g in gpus).count(0) == 32 and {pod_of[g] for g in gpus} == {0, 1}

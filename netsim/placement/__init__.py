@@ -112,6 +112,9 @@ class TopologyAware:
     Hosts are grouped by the switches their NICs attach to (a leaf, a dual-ToR pair, a dragonfly
     group's switch); within a group, hosts with the most free GPUs first, GPUs in id order, so a
     job's consecutive ranks (its TP groups) share hosts and its DP rings stay under few leaves.
+    On a fabric of pods (three-tier Clos), leaves are chosen pod by pod the same way, as Meta's
+    scheduler keeps a job's model-parallel groups inside a pod: the fullest pod that still holds the
+    job (best fit), else the pods with the most free GPUs first, each filled before the next.
     """
 
     def place(self, n_ranks: int, topology: Topology, rng: np.random.Generator,
@@ -127,13 +130,45 @@ class TopologyAware:
         if len(fits):  # best fit: the domain with the fewest free GPUs that still holds the job
             order = [int(fits[np.argmin(per_domain[fits])])]
         else:
-            order = np.argsort(-per_domain, kind="stable").tolist()
+            order = _by_pod(topology, domain, per_domain, n_ranks)
         rank = np.empty(len(per_domain), dtype=np.int64)
         rank[order] = np.arange(len(order))
         keep = np.isin(domain[hosts], order)
         gpus, hosts = gpus[keep], hosts[keep]
         key = np.lexsort((gpus, -per_host[hosts], rank[domain[hosts]]))
         return gpus[key][:n_ranks]
+
+
+def _by_pod(topology: Topology, domain: np.ndarray, per_domain: np.ndarray, n_ranks: int) -> list[int]:
+    """Domains in filling order: most free GPUs first; on a fabric of pods, pod by pod (the fullest pod
+    that holds the job alone, else pods with the most free GPUs first)."""
+    pod_of_host = _host_pods(topology)
+    order = np.argsort(-per_domain, kind="stable")
+    if pod_of_host is None:
+        return order.tolist()
+    pod = np.full(len(per_domain), -1, dtype=np.int64)
+    pod[domain] = pod_of_host
+    per_pod = np.bincount(pod[pod >= 0], weights=per_domain[pod >= 0])
+    fits = np.flatnonzero(per_pod >= n_ranks)
+    if len(fits):
+        pods = [int(fits[np.argmin(per_pod[fits])])]
+    else:
+        pods = np.argsort(-per_pod, kind="stable").tolist()
+    rank = {p: i for i, p in enumerate(pods)}
+    return sorted((int(d) for d in order if pod[d] in rank), key=lambda d: rank[pod[d]])
+
+
+def _host_pods(topology: Topology) -> np.ndarray | None:
+    """Per host, the pod of the switch its first NIC port reaches; None on a fabric without pods."""
+    nodes = topology.graph.nodes
+    out = np.zeros(topology.n_hosts, dtype=np.int64)
+    for h, (_model, _gpu0, _base, nics) in enumerate(topology.hosts):
+        ports = topology.nic_ports.get(nics[0], [])
+        pod = nodes[ports[0][1]].get("pod") if ports else None
+        if pod is None:
+            return None
+        out[h] = pod
+    return out
 
 
 def host_domains(topology: Topology) -> np.ndarray:
