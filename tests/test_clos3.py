@@ -200,3 +200,22 @@ def test_topology_aware_placement_keeps_a_job_inside_a_pod():
     assert {pod_of[g] for g in gpus} == {1}
     gpus = policy.place(40, topo, rng)  # more than a pod: one pod whole, then the next
     assert sorted(pod_of[g] for g in gpus).count(0) == 32 and {pod_of[g] for g in gpus} == {0, 1}
+
+
+def test_the_dashboard_aggregates_by_tier_and_pod(tmp_path):
+    """Readable at any size: load per tier (spine-core its own tier) and the bytes between pods, which
+    add up to the flow records."""
+    import pandas as pd
+    from netsim.report.dashboard import build_figures
+    data = _spec(_topology(pods=3, gpus=1, nics=1), placement={"type": "random", "by": "host"},
+                 variants=[{"name": "ecmp", "routing": "ecmp"}, {"name": "spray", "routing": "spray"}])
+    result, _, out = cli_on_file(tmp_path, data, "run")
+    assert result.exit_code == 0, result.output
+    figs = {f.layout.title.text.split(" (")[0].split(":")[0]: f for f in build_figures(out)}
+    (table,) = [f for t, f in figs.items() if t.startswith("Load per tier")]
+    assert "spine-core" in table.data[0].cells.values[1]
+    (pods,) = [f for t, f in figs.items() if t.startswith("Traffic between pods")]
+    z = np.array(pods.data[0].z)
+    flows = pd.read_parquet(out / "flows.parquet")
+    first = pd.read_parquet(out / "runs.parquet")["run_id"].iloc[0]
+    assert z.shape == (3, 3) and z.sum() * 1e9 == pytest.approx(flows.loc[flows["run_id"] == first, "size_bytes"].sum())

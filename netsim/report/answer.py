@@ -219,7 +219,13 @@ def uplink_figure(comp: Comparison, links: pd.DataFrame) -> go.Figure | None:
     """Peak offered load of every leaf-to-spine uplink (else every switch cable), one row per variant."""
     first = {v: comp.runs[v][0] for v in comp.variants}
     mine = links[links["run_id"].isin(first.values())]
-    kinds = ["up"] if (mine["kind"] == "up").any() else list(CORE_KINDS)
+    uplinks = [k for k in ("up", "core_up") if (mine["kind"] == k).any()]
+    if uplinks:  # the uplink tier where the slowest variant's busiest link was (leaf-spine or spine-core)
+        slow = mine[mine["run_id"] == first[comp.ranked()[-1]]]
+        peaks = {k: slow.loc[slow["kind"] == k, "peak_offered"].max() for k in uplinks}
+        kinds = [max(uplinks, key=lambda k: -1.0 if pd.isna(peaks[k]) else peaks[k])]
+    else:
+        kinds = list(CORE_KINDS)
     cables = mine[mine["kind"].isin(kinds)]
     if cables.empty or cables["peak_offered"].isna().all() or not (cables["bytes"] > 0).any():
         return None
@@ -233,7 +239,7 @@ def uplink_figure(comp: Comparison, links: pd.DataFrame) -> go.Figure | None:
         z=z, x=[names[c] for c in grid.columns], y=comp.variants, colorscale="YlOrRd", zmin=0,
         colorbar={"title": "× capacity"}, text=np.round(z, 1), texttemplate="%{text}" if z.size <= 600 else None,
         hovertemplate="%{y}: %{x} offered %{z:.3g}× its capacity at its peak<extra></extra>"))
-    what = "leaf-to-spine uplink" if kinds == ["up"] else "switch-to-switch cable"
+    what = {"up": "leaf-to-spine uplink", "core_up": "spine-to-core uplink"}.get(kinds[0], "switch-to-switch cable")
     fig.update_layout(title=f"Why: peak offered load of each {what}, per variant ({html.escape(comp.what)}; "
                             "1 = its capacity, a message offers the rate its NIC allows)",
                       xaxis={"title": what, "type": "category", "tickangle": -60},

@@ -38,6 +38,7 @@ from netsim.report.display import (
 )
 from netsim.report.grid import metric_bars, run_labels, variant_label
 from netsim.report.page import page_html, shared_plotly
+from netsim.report.tiers import pod_traffic_figure, tier_table
 from netsim.report.workload_panels import (
     fault_costs_table,
     fault_timeline,
@@ -329,6 +330,9 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
         drawing = fabric_figure(results_dir, ok_runs, links, manifest, label)
         if drawing is not None:
             figs.append(drawing)
+    if len(ok_runs):  # views that aggregate (readable at any size): load per tier, traffic between pods
+        figs += [f for f in (tier_table(links[links["run_id"].isin(label)], label),
+                             pod_traffic_figure(results_dir, ok_runs, flows, label)) if f is not None]
     figs = [*_opening(results_dir, comps, links, flows), *figs]
     return [f for f in figs if not _single_value(f)]
 

@@ -1,0 +1,76 @@
+"""Views that stay readable at any scale: load per tier, and traffic between pods (three-tier Clos).
+
+A fabric of 100k GPUs has a million links; these panels aggregate them. ``tier_table`` gives, per
+variant and tier (nic, leaf-spine, spine-core, ...), the links, how many carried traffic, the bytes
+and the mean and peak utilisation. ``pod_traffic_figure`` gives the bytes each pod sent to each pod,
+from the flow records and the pod of every GPU (the fabric rebuilt from the run's spec).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from netsim.report.display import human_size
+from netsim.report.workload_panels import table_figure
+
+
+def tier_table(links: pd.DataFrame, label: dict[str, str]) -> go.Figure | None:
+    """Per variant (first run) and tier: links, links used, bytes, mean and peak utilisation."""
+    if links.empty or links["tier"].nunique() < 2:
+        return None
+    first = {}
+    for run_id, name in label.items():
+        first.setdefault(name, run_id)
+    rows = []
+    for name, run_id in first.items():
+        mine = links[links["run_id"] == run_id]
+        for tier, g in mine.groupby("tier", sort=False):
+            used = g[g["bytes"] > 0]
+            rows.append({"variant": name, "tier": tier, "links": len(g), "used": len(used),
+                         "bytes": human_size(float(g["bytes"].sum()), 4),
+                         "mean utilisation (used links)": round(float(used["mean_util"].mean()), 3) if len(used) else 0.0,
+                         "peak utilisation": round(float(g["peak_util"].max()), 3)})
+    return table_figure(pd.DataFrame(rows), "Load per tier (first run of each variant)")
+
+
+def pod_traffic_figure(results_dir: Path, runs: pd.DataFrame, flows: pd.DataFrame,
+                       label: dict[str, str]) -> go.Figure | None:
+    """Bytes sent from each pod to each pod by the first run (a fabric with pods and flow records only)."""
+    from netsim.config import parse_spec
+    from netsim.experiment.run import build_topology
+    if flows.empty or runs.empty:
+        return None
+    run_id = runs["run_id"].iloc[0]
+    info = results_dir / "runs" / run_id / "run.json"
+    if not info.is_file():
+        return None
+    try:
+        topo = build_topology(parse_spec(json.loads(info.read_text())["spec"]))
+    except Exception:  # noqa: BLE001 - a view is optional; results from another version may not rebuild
+        return None
+    nodes = topo.graph.nodes
+    leaf_of = np.array([topo.nic_ports[int(n)][0][1] for n in topo.gpu_nic])
+    pods = np.array([nodes[int(s)].get("pod", -1) for s in leaf_of])
+    if (pods < 0).any() or len(set(pods.tolist())) < 2:
+        return None
+    mine = flows[flows["run_id"] == run_id]
+    n = int(pods.max()) + 1
+    grid = np.zeros((n, n))
+    np.add.at(grid, (pods[mine["src"].to_numpy(dtype=np.int64)], pods[mine["dst"].to_numpy(dtype=np.int64)]),
+              mine["size_bytes"].to_numpy(dtype=float))
+    cross = grid.sum() - np.trace(grid)
+    names = [f"pod {p}" for p in range(n)]
+    fig = go.Figure(go.Heatmap(z=grid / 1e9, x=names, y=names, colorscale="Blues", colorbar={"title": "GB"},
+                               hovertemplate="%{y} -> %{x}: %{z:.4g} GB<extra></extra>"))
+    share = cross / grid.sum() if grid.sum() else 0.0
+    fig.update_layout(title=f"Traffic between pods ({label.get(run_id, 'run')}): {human_size(cross, 4)} crossed the "
+                            f"core, {share:.0%} of all bytes",
+                      xaxis={"title": "to", "type": "category"},
+                      yaxis={"title": "from", "type": "category", "autorange": "reversed"},
+                      height=min(300 + 24 * n, 1000))
+    return fig
