@@ -221,8 +221,12 @@ def long_experiment(tmp_path: Path, **extra) -> Path:
 def interrupt(tmp_path: Path, *args, after_s: float = 1.0, signum: int = 2) -> tuple[int, str]:
     """Start netsim, send ``signum`` (SIGINT) ``after_s`` into its (first) simulation; (exit status, stderr)."""
     import time
+    import signal
+    # Ctrl-C reaches the child as from a terminal even when this test runs as a background job of a
+    # non-interactive shell, which starts with SIGINT ignored (POSIX), an inheritance netsim respects
     proc = subprocess.Popen([sys.executable, "-c", LAUNCH, *map(str, args)], cwd=tmp_path, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stderr.readline() == "SIMULATING\n"
         time.sleep(after_s)
