@@ -8,7 +8,6 @@ function of the spec and its seed, so the drawing is what the run used, not a gu
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -16,23 +15,11 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from netsim.report.answer import Comparison, overloaded
-from netsim.report.fabric_view import DRAW_MAX_CABLES, DRAW_MAX_NODES, _switch_cables
+from netsim.report.fabric_view import DRAW_MAX_CABLES, DRAW_MAX_NODES, _switch_cables, run_spec, run_topology
 
 #: Colours of the communicators drawn on hosts (plotly's default cycle).
 _SHORT = {"infiniband": "IB", "roce": "RoCE", "ethernet": "Eth"}
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
-
-
-def _spec(results_dir: Path, run_id: str):
-    """The parsed spec of one run (None when it cannot be rebuilt)."""
-    from netsim.config import parse_spec
-    info = results_dir / "runs" / run_id / "run.json"
-    if not info.is_file():
-        return None
-    try:
-        return parse_spec(json.loads(info.read_text())["spec"])
-    except Exception:  # noqa: BLE001 - a drawing is optional; results from another version may not rebuild
-        return None
 
 
 def _drawable(topo) -> bool:
@@ -44,15 +31,11 @@ def _drawable(topo) -> bool:
 def collision_figure(results_dir: Path, comp: Comparison, links: pd.DataFrame) -> go.Figure | None:
     """The slowest routing variant's fabric: cables by peak offered load, and in red those offered more
     at once than the fastest variant's busiest (the links the answer's sentence counts)."""
-    from netsim.experiment.run import build_topology
     from netsim.report.topology_drawing import topology_figure
     hot = overloaded(comp, links)
     slow, fast = comp.ranked()[-1], comp.ranked()[0]
-    spec = _spec(results_dir, comp.runs[slow][0])
-    if hot is None or spec is None:
-        return None
-    topo = build_topology(spec)
-    if not _drawable(topo):
+    topo = None if hot is None else run_topology(results_dir, comp.runs[slow][0])
+    if topo is None or not _drawable(topo):
         return None
     core, above, worst_f = hot
     mine = links[links["run_id"] == comp.runs[slow][0]]
@@ -85,7 +68,7 @@ def placement_figure(results_dir: Path, variant: str, run_id: str, flows: pd.Dat
     to, and the connections between hosts of different NIC families as red lines."""
     from netsim.experiment.run import prepare
     from netsim.report.topology_drawing import host_positions, topology_figure
-    spec = _spec(results_dir, run_id)
+    spec = run_spec(results_dir, run_id)
     if spec is None:
         return None
     try:

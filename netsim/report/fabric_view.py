@@ -88,23 +88,37 @@ def _switch_cables(topo: Topology) -> int:
     return len(np.unique(pairs, axis=0)) if len(pairs) else 0
 
 
+def run_spec(results_dir: Path, run_id: str, default: dict | None = None):
+    """The parsed spec of one run of a results directory (its ``run.json``, else ``default``); None when
+    it cannot be read or no longer parses (results of another netsim version): views drawn from it
+    are optional."""
+    from netsim.config import parse_spec
+    info = results_dir / "runs" / run_id / "run.json"
+    try:
+        spec = json.loads(info.read_text()).get("spec", default) if info.is_file() else default
+        return parse_spec(spec) if spec else None
+    except Exception:  # noqa: BLE001 - see above
+        return None
+
+
+def run_topology(results_dir: Path, run_id: str, default: dict | None = None) -> Topology | None:
+    """The fabric of one run, rebuilt from its spec (:func:`run_spec`); None when it cannot be."""
+    from netsim.experiment.run import build_topology
+    spec = run_spec(results_dir, run_id, default)
+    try:
+        return None if spec is None else build_topology(spec)
+    except Exception:  # noqa: BLE001 - a view is optional
+        return None
+
+
 def fabric_figure(results_dir: Path, runs: pd.DataFrame, links: pd.DataFrame, manifest: dict,
                   label: dict[str, str]) -> go.Figure | None:
     """The fabric of the first run, by peak utilisation: drawn node by node when small, else a
     :func:`block_heatmap`; None when the fabric cannot be rebuilt from the results."""
-    from netsim.config import parse_spec
-    from netsim.experiment.run import build_topology
     from netsim.report.topology_drawing import topology_figure
-    spec = manifest.get("spec")
     run_id = runs["run_id"].iloc[0]
-    info = results_dir / "runs" / run_id / "run.json"
-    if info.is_file():
-        spec = json.loads(info.read_text()).get("spec", spec)
-    if not spec:
-        return None
-    try:
-        topo = build_topology(parse_spec(spec))
-    except Exception:  # noqa: BLE001 - a drawing is optional; results from another version may not rebuild
+    topo = run_topology(results_dir, run_id, manifest.get("spec"))
+    if topo is None:
         return None
     mine = links[links["run_id"] == run_id]
     util = np.zeros(len(topo.links))

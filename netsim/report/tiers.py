@@ -8,7 +8,6 @@ from the flow records and the pod of every GPU (the fabric rebuilt from the run'
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from netsim.report.display import human_size
+from netsim.report.fabric_view import run_topology
 from netsim.report.workload_panels import table_figure
 
 
@@ -41,17 +41,11 @@ def tier_table(links: pd.DataFrame, label: dict[str, str]) -> go.Figure | None:
 def pod_traffic_figure(results_dir: Path, runs: pd.DataFrame, flows: pd.DataFrame,
                        label: dict[str, str]) -> go.Figure | None:
     """Bytes sent from each pod to each pod by the first run (a fabric with pods and flow records only)."""
-    from netsim.config import parse_spec
-    from netsim.experiment.run import build_topology
     if flows.empty or runs.empty:
         return None
     run_id = runs["run_id"].iloc[0]
-    info = results_dir / "runs" / run_id / "run.json"
-    if not info.is_file():
-        return None
-    try:
-        topo = build_topology(parse_spec(json.loads(info.read_text())["spec"]))
-    except Exception:  # noqa: BLE001 - a view is optional; results from another version may not rebuild
+    topo = run_topology(results_dir, run_id)
+    if topo is None:
         return None
     nodes = topo.graph.nodes
     leaf_of = np.array([topo.nic_ports[int(n)][0][1] for n in topo.gpu_nic])
