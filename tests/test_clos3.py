@@ -187,6 +187,33 @@ def test_the_superpod_presets_have_nvidias_counts(sus, spines):
             assert topo.node_name(leaf) == f"leaf{(h // 32) * 8 + r}"
 
 
+def test_the_spectrum_x_preset_has_its_derived_counts():
+    """Spectrum-X-like (derived, unconfirmed): 512 hosts x 8 GPUs, 64 leaves in 8 rail groups of 8, 32 spines,
+    2 cables per leaf-spine pair; a leaf has 64 x 400G down and 64 x 400G up (1:1 in line rate)."""
+    from collections import Counter
+    from pathlib import Path
+
+    import yaml
+
+    data = yaml.safe_load((Path(__file__).resolve().parents[1] / "topologies/spectrum-x-4k.yaml").read_text())
+    spec, topo = _build(data)
+    kinds = [k for _n, k in topo.graph.nodes(data="kind")]
+    assert (topo.n_gpus, topo.n_hosts, kinds.count("leaf"), kinds.count("spine")) == (4_096, 512, 64, 32)
+    link_kinds = [LINK_KINDS[k] for k in topo.links.kind]
+    assert (link_kinds.count("nic_up"), link_kinds.count("up")) == (4_096, 64 * 32 * 2)
+    up = LINK_KINDS.index("up")
+    cables = Counter(zip(topo.links.src[topo.links.kind == up].tolist(), topo.links.dst[topo.links.kind == up].tolist()))
+    assert len(cables) == 64 * 32 and set(cables.values()) == {2}  # every leaf to every spine, twice
+    p = topo.params
+    leaf_down_bps = p["hosts_per_leaf"] * p["nics_per_host"] * p["nic_bandwidth_Bps"] * 8
+    assert leaf_down_bps == p["spines"] * p["uplinks_per_spine"] * p["uplink_bandwidth_Bps"] * 8 == 64 * 400e9
+    assert p["oversubscription"] == 1.0
+    for h in range(topo.n_hosts):
+        leaves = [topo.node_name(topo.nic_ports[nic][0][1]) for nic in topo.hosts[h][3][:8]]
+        assert leaves == [f"leaf{(h // 64) * 8 + r}" for r in range(8)]  # rail r of rail group h // 64
+    assert fabric_shape(spec).links == len(topo.links)
+
+
 def test_topology_aware_placement_keeps_a_job_inside_a_pod():
     """Meta's scheduler keeps model-parallel groups inside a pod: 'topology' placement picks the fullest
     pod that still holds the job (best fit), fills it leaf by leaf, and spills pod by pod."""
