@@ -57,6 +57,8 @@ SMALL = {
     "validation-nccl": ["workload.size=1MiB"],
     "clos3-pods": ["workload.size=1MiB", "topology.pods=2", "workload.channels=1"],
     "hpn-planes": ["workload.size=1MiB", "workload.channels=1"],
+    "rail-only-dense": ["workload.size=1MiB", "workload.channels=1"],
+    "rail-only-moe": ["workload.model.seq_len=256"],
     "failures-spray-vs-split": ["workload.size=1MiB", "topology.hosts_per_leaf=1", "topology.gpus_per_host=1",
                                 "topology.nics_per_host=1"],
 }

@@ -14,6 +14,7 @@ host-edge link give a second, load bound. Their maximum is the *ideal* time of t
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 
@@ -116,6 +117,10 @@ class PairModel:
         for lk in sorted({lk for p in paths for lk in p}):
             uv = (names[int(lt.src[lk])], names[int(lt.dst[lk])])
             capacity[uv] = math.inf if self._core[lk] else capacity.get(uv, 0.0) + float(lt.capacity_Bps[lk])
+        for p in paths:  # a hop with no modelled link (a GPU to a NIC it reaches at no cost, mid-path when a
+            for a, b in itertools.pairwise(p):  # rail-only host forwards through another GPU): unbounded
+                if lt.dst[a] != lt.src[b]:
+                    capacity[names[int(lt.dst[a])], names[int(lt.src[b])]] = math.inf
         shape = (tuple(sorted(capacity.items())), tuple(sorted(ends)))
         rate = self._flows.get(shape)
         if rate is None:

@@ -15,7 +15,7 @@ from typing import Annotated, Union
 
 from pydantic import Field
 
-from netsim.fabrics import clos3, dragonfly, leaf_spine, multi_cluster  # noqa: F401  (they register themselves)
+from netsim.fabrics import clos3, dragonfly, leaf_spine, multi_cluster, rail_only  # noqa: F401  (they register themselves)
 from netsim.fabrics.base import FABRICS, FabricKind, FabricShape
 
 __all__ = ["FABRICS", "FabricKind", "FabricShape", "build_topology", "fabric_shape", "topology_spec_type"]

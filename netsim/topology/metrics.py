@@ -10,7 +10,8 @@ from netsim.errors import NetsimError
 from netsim.topology.topology import LINK_KINDS, SWITCH_KINDS, Topology
 
 _NIC_UP = LINK_KINDS.index("nic_up")
-_PLURAL = {"leaf": "leaves", "switch": "switches", "group": "groups", "edge switch": "edge switches"}
+_PLURAL = {"leaf": "leaves", "switch": "switches", "group": "groups", "edge switch": "edge switches",
+           "leaf position": "leaf positions (every rail's leaf at that position)"}
 
 
 def summary(topo: Topology) -> dict:
@@ -111,6 +112,10 @@ def _units(topo: Topology, is_switch: np.ndarray) -> tuple[np.ndarray, list, str
     grouped = any("group" in nodes[int(s)] for s in edge)
     unit_of = np.full(len(is_switch), -1, dtype=np.int64)
     keys: dict = {}
+    if any("position" in nodes[int(s)] for s in edge):  # rail-only: the leaves at one position of every rail
+        for s in edge:
+            unit_of[s] = keys.setdefault(nodes[int(s)]["position"], len(keys))
+        return unit_of, list(keys), "leaf position"
     if grouped:
         for s in np.flatnonzero(is_switch):
             group = nodes[int(s)].get("group")
@@ -128,6 +133,8 @@ def _bisection(topo: Topology, is_switch: np.ndarray) -> tuple[float | None, str
     unit_of, keys, noun = _units(topo, is_switch)
     n_units = len(keys)
     if n_units < 2:
+        if noun == "leaf position" and n_units:
+            return None, "every rail is one switch: no switch-to-switch cut"
         return None, f"all NICs on one {noun}: no switch-to-switch cut" if n_units else "no NICs on switches"
     half = n_units // 2
     cut = f"first {half} of {n_units} {_PLURAL[noun]} -> the rest"
@@ -265,6 +272,12 @@ def _path_diversity(topo: Topology, is_switch: np.ndarray) -> list[dict]:
         for label, test in wanted[1:]:
             if label not in found and test(switches):
                 found[label] = gpu
+    if "rail" in nodes[min(home)] if home else False:  # rail-only: another rail's GPU is reached by forwarding
+        for model, first, *_ in topo.hosts[1:]:
+            if model.n_gpus > 1:
+                wanted.append(("other rail, other host", None))
+                found["other rail, other host"] = first + 1
+                break
     out = []
     for label, _ in wanted:
         if label not in found:

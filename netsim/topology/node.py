@@ -34,6 +34,10 @@ class NodeModel:
         traffic at no modelled cost (used when the NIC link itself is the bottleneck of interest).
     gpu_nic:
         For each GPU, the index of the NIC it sends and receives through.
+    forward_rails:
+        Rail-only hosts: a GPU reaches a NIC other than its own through the GPU that owns that NIC
+        (over the host's links, NVLink), so traffic for another rail is forwarded inside the host.
+        Without it, any GPU reaches any NIC at the cost of the modelled links only.
     """
 
     name: str
@@ -42,6 +46,7 @@ class NodeModel:
     edges: tuple[tuple[int, int, float, float, str], ...]
     gpu_nic: tuple[int, ...]
     n_switches: int = 0
+    forward_rails: bool = False
     _paths: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
@@ -72,8 +77,13 @@ class NodeModel:
         cached = self._paths.get(key)
         if cached is not None:
             return cached
-        if a == b or self._free_nic(a) or self._free_nic(b):
-            paths: list[LocalPath] = [()]
+        paths: list[LocalPath]
+        via = self._forwarder(a, b)
+        if via is not None:  # rail-only: over NVLink to the GPU of that NIC's rail, then out (or in, then over)
+            first, second = (a, via), (via, b)
+            paths = [p + q for p in self.local_paths(*first) for q in self.local_paths(*second)]
+        elif a == b or self._free_nic(a) or self._free_nic(b):
+            paths = [()]
         else:
             nics = {self.nic_node(r) for r in range(self.n_nics)} - {a, b}
             g = self._graph(nics)
@@ -84,6 +94,19 @@ class NodeModel:
             paths = sorted(tuple(g.edges[u, v]["link"] for u, v in itertools.pairwise(p)) for p in node_paths)
         self._paths[key] = paths  # the cache dict is mutable by design inside the frozen template
         return paths
+
+    def _forwarder(self, a: int, b: int) -> int | None:
+        """With ``forward_rails``: the GPU that forwards between GPU ``a`` and a NIC ``b`` of another rail
+        (or NIC ``a`` and GPU ``b``): the first GPU whose NIC it is. ``None`` when none is needed."""
+        if not self.forward_rails:
+            return None
+        gpu, nic = (a, b) if a < self.n_gpus else (b, a)
+        if not (gpu < self.n_gpus <= nic < self.n_gpus + self.n_nics):
+            return None
+        rail = nic - self.n_gpus
+        if self.gpu_nic[gpu] == rail:
+            return None
+        return self.gpu_nic.index(rail)
 
     def _free_nic(self, node: int) -> bool:
         """A NIC with no modelled link: GPUs reach it at no cost."""
@@ -96,13 +119,15 @@ def single_gpu_node() -> NodeModel:
 
 
 def nvswitch_node(n_gpus: int, n_nics: int, bandwidth_Bps: float, latency_s: float = 0.0,
-                  pcie_Bps: float | None = None, pcie_latency_s: float = 0.0, extra_nics: int = 0) -> NodeModel:
+                  pcie_Bps: float | None = None, pcie_latency_s: float = 0.0, extra_nics: int = 0,
+                  forward_rails: bool = False) -> NodeModel:
     """A DGX/HGX-like server: every GPU linked to one NVSwitch; GPU i uses NIC i mod n_nics.
 
     ``bandwidth_Bps`` is each GPU's NVLink bandwidth per direction. With ``pcie_Bps`` each GPU also
     gets a link of that speed to its NIC; without, the NIC attachment is not modelled.
     ``extra_nics`` NICs (numbered after the others) carry no GPU's default traffic: a host's
-    front-end Ethernet NIC, used for TCP between NIC families.
+    front-end Ethernet NIC, used for TCP between NIC families. ``forward_rails``: see :class:`NodeModel`
+    (rail-only fabrics).
 
     Examples
     --------
@@ -114,9 +139,9 @@ def nvswitch_node(n_gpus: int, n_nics: int, bandwidth_Bps: float, latency_s: flo
     edges = [(g, sw, bandwidth_Bps, latency_s, "intra") for g in range(n_gpus)]
     if pcie_Bps is not None:
         edges += [(g, n_gpus + g % n_nics, pcie_Bps, pcie_latency_s, "pcie") for g in range(n_gpus)]
-    suffix = f"+{extra_nics}eth" if extra_nics else ""
+    suffix = (f"+{extra_nics}eth" if extra_nics else "") + ("+fwd" if forward_rails else "")
     return NodeModel(f"nvswitch-{n_gpus}g{n_nics}n{suffix}", n_gpus, n_nics + extra_nics, tuple(edges),
-                     tuple(g % n_nics for g in range(n_gpus)), n_switches=1)
+                     tuple(g % n_nics for g in range(n_gpus)), n_switches=1, forward_rails=forward_rails)
 
 
 #: Frontier MI250X node: Infinity Fabric links between GCDs (GB/s per direction), from the OLCF docs.

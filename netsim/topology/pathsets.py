@@ -83,6 +83,7 @@ class PathIndex:
                 models[id(model)] = len(self.models)
                 self.models.append(model)
         self.host_model = np.array([models[id(m)] for m, *_r in t.hosts], dtype=_INT)
+        self.forwards = np.array([m.forward_rails for m in self.models], dtype=bool)
         self.host_first = np.array([first for _m, first, _b, _n in t.hosts], dtype=_INT)
         self.host_base = np.array([base for _m, _f, base, _n in t.hosts], dtype=_INT)
         max_nics = max((len(nics) for *_r, nics in t.hosts), default=1)
@@ -266,6 +267,8 @@ class PathIndex:
         t = self.topology
         h_s, h_d = t.gpu_host[src], t.gpu_host[dst]
         r_s, r_d = self.gpu_own_r[src], self.gpu_own_r[dst]
+        if self.forwards.any():  # rail-only hosts forward to the destination's rail (Topology._nics_for)
+            r_s = np.where(self.forwards[self.host_model[h_s]], r_d, r_s)
         nic_s, nic_d = self.host_nic[h_s, r_s], self.host_nic[h_d, r_d]
         native = self.native[self.nic_profile[nic_s], self.nic_profile[nic_d]]
         use_tcp = ~native

@@ -244,11 +244,15 @@ class Topology:
             candidates = [(up, *mid, down) for up, sw_a, sw_b, down in self.port_pairs(src, dst, r_s, r_d)
                           for mid in self.switch_paths(sw_a, sw_b)]
             if not candidates:
-                raise NetsimError(f"no path between GPU {src} and GPU {dst} (their NICs share no network)")
+                raise self.unreachable(src, dst)
             shortest = min(len(p) for p in candidates)
             paths = self.attach(src, dst, sorted(p for p in candidates if len(p) == shortest), r_s, r_d)
         self._gpu_paths[key] = paths
         return paths
+
+    def unreachable(self, src: int, dst: int) -> NetsimError:
+        """The error for GPUs ``src`` and ``dst`` that no path joins (builders may give a better one)."""
+        return NetsimError(f"no path between GPU {src} and GPU {dst} (their NICs share no network)")
 
     def _nics_for(self, src: int, dst: int, tcp: bool = False) -> tuple[int, int]:
         """Local NIC indices a message from ``src`` to ``dst`` uses (the transport rule).
@@ -258,6 +262,8 @@ class Topology:
         m_s, _, _, nics_s, ls = self._local(src)
         m_d, _, _, nics_d, ld = self._local(dst)
         r_s, r_d = m_s.gpu_nic[ls], m_d.gpu_nic[ld]
+        if m_s.forward_rails:  # rail-only: forwarded inside the source host to the destination's rail
+            r_s = r_d
         a, b = self.nic_profile[nics_s[r_s]], self.nic_profile[nics_d[r_d]]
         native = same_fabric(a, b) or a.transport == b.transport == "tcp"
         if native and not (tcp and self.tcp_nic):
