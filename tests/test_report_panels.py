@@ -223,6 +223,29 @@ def test_a_large_fabric_is_a_leaf_by_spine_heatmap():
     assert np.allclose(z, expected)
 
 
+def test_a_large_three_tier_clos_shows_its_core_tier_beside_the_leaf_spine_tier():
+    """100k GPUs must stay readable: each tier is its own heatmap of at most MAX_CELLS blocks a side, and
+    a block's value is the busiest cable in it (the spine-core tier included)."""
+    from netsim.report.fabric_view import MAX_CELLS
+    from netsim.topology.clos3 import clos3
+    from netsim.topology.nic import generic_nic
+    topo = clos3(pods=4, leaves_per_pod=32, spines_per_pod=8, hosts_per_leaf=1, gpus_per_host=1, nics_per_host=1,
+                 nic=generic_nic(50e9), uplink_bandwidth_Bps=50e9, cores=16, core_bandwidth_Bps=50e9,
+                 core_wiring="mesh", intra_bandwidth_Bps=900e9)
+    util = np.zeros(len(topo.links))
+    hot = next(lk for lk in range(len(topo.links)) if LINK_KINDS[topo.links.kind[lk]] == "core_down"
+               and topo.node_name(int(topo.links.dst[lk])) == "pod3.spine7")
+    util[hot] = 0.9
+    fig = block_heatmap(topo, util)
+    leaf_tier, core_tier = fig.data
+    assert np.array(leaf_tier.z, dtype=float).shape == (MAX_CELLS, 32)  # 128 leaves binned, 32 spines
+    z = np.array(core_tier.z, dtype=float)
+    assert z.shape == (32, 16) and list(core_tier.y)[-1] == "pod3.spine7"
+    core = topo.node_name(int(topo.links.src[hot]))
+    assert z[31, list(core_tier.x).index(core)] == 0.9 and np.nansum(z) == 0.9
+    assert "spine-core" in fig.layout.title.text
+
+
 def test_the_dashboard_aggregates_a_16_by_16_fabric_and_draws_a_small_one(tmp_path, results):
     out = tmp_path / "big"
     args = ["run", str(ROOT / "experiments/ring-allreduce.yaml"), "--set", "workload.size=1MiB",

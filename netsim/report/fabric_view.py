@@ -38,28 +38,23 @@ def _blocks(names: list[str], limit: int) -> tuple[list[str], np.ndarray]:
     return labels, index
 
 
-def block_heatmap(topo: Topology, utilisation: np.ndarray) -> go.Figure | None:
-    """Peak utilisation of the cables between tiers: leaf x spine (up and down cables together), or
-    group x group over global cables when the switches are grouped; None when there are no such cables."""
-    nodes = topo.graph.nodes
+def _tier_cells(topo: Topology, utilisation: np.ndarray, up_kind: str, down_kind: str):
+    """(z, column labels, row labels) of the peak utilisation of the cables of one tier (its up and down
+    links together), lower-tier switches as rows, upper-tier ones as columns, binned into at most
+    :data:`MAX_CELLS` contiguous blocks each; None when the tier has no cables."""
     links = topo.links
-    grouped = all("group" in nodes[n] for n, k in nodes(data="kind") if k in SWITCH_KINDS)
-    if grouped:
-        mask = links.kind == LINK_KINDS.index("global")
-        rows = np.array([nodes[int(s)]["group"] for s in links.src[mask]])
-        cols = np.array([nodes[int(d)]["group"] for d in links.dst[mask]])
-        what, row_title, col_title = "global cables between groups", "from group", "to group"
-    else:
-        up, down = links.kind == LINK_KINDS.index("up"), links.kind == LINK_KINDS.index("down")
-        mask = up | down
-        low = np.where(up, links.src, links.dst)[mask]
-        high = np.where(up, links.dst, links.src)[mask]
-        rows = np.array([topo.node_name(int(n)) for n in low])
-        cols = np.array([topo.node_name(int(n)) for n in high])
-        what, row_title, col_title = "leaf-spine cables, both directions", "lower tier", "upper tier"
+    up, down = links.kind == LINK_KINDS.index(up_kind), links.kind == LINK_KINDS.index(down_kind)
+    mask = up | down
     if not mask.any():
         return None
-    frame = pd.DataFrame({"row": rows, "col": cols, "util": utilisation[mask]})
+    low = np.where(up, links.src, links.dst)[mask]
+    high = np.where(up, links.dst, links.src)[mask]
+    return _cells(np.array([topo.node_name(int(n)) for n in low]), np.array([topo.node_name(int(n)) for n in high]),
+                  utilisation[mask])
+
+
+def _cells(rows: np.ndarray, cols: np.ndarray, util: np.ndarray, label=str):
+    frame = pd.DataFrame({"row": rows, "col": cols, "util": util})
     order = {v: i for i, v in enumerate(dict.fromkeys([*rows, *cols]))}  # the fabric's own order
     row_names = sorted(frame["row"].unique(), key=order.get)
     col_names = sorted(frame["col"].unique(), key=order.get)
@@ -69,14 +64,43 @@ def block_heatmap(topo: Topology, utilisation: np.ndarray) -> go.Figure | None:
     c = col_of[frame["col"].map({v: i for i, v in enumerate(col_names)}).to_numpy()]
     z = np.full((len(row_labels), len(col_labels)), np.nan)
     np.fmax.at(z, (r, c), frame["util"].to_numpy())
-    label = (lambda v: f"group {v}") if grouped else str
-    fig = go.Figure(go.Heatmap(z=z, x=[label(v) for v in col_labels], y=[label(v) for v in row_labels],
-                               zmin=0, zmax=1, colorscale="Viridis", colorbar={"title": "peak util"},
-                               hovertemplate="%{y} → %{x}: peak %{z:.0%}<extra></extra>"))
+    return z, [label(v) for v in col_labels], [label(v) for v in row_labels]
+
+
+def block_heatmap(topo: Topology, utilisation: np.ndarray) -> go.Figure | None:
+    """Peak utilisation of the cables between tiers: leaf x spine (up and down cables together), and beside
+    it spine x core on a three-tier Clos; or group x group over global cables when the switches are
+    grouped. None when there are no such cables."""
+    from plotly.subplots import make_subplots
+    nodes = topo.graph.nodes
+    links = topo.links
+    grouped = all("group" in nodes[n] for n, k in nodes(data="kind") if k in SWITCH_KINDS)
+    if grouped:
+        mask = links.kind == LINK_KINDS.index("global")
+        if not mask.any():
+            return None
+        rows = np.array([nodes[int(s)]["group"] for s in links.src[mask]])
+        cols = np.array([nodes[int(d)]["group"] for d in links.dst[mask]])
+        tiers = [("global cables between groups", "from group", "to group",
+                  _cells(rows, cols, utilisation[mask], lambda v: f"group {v}"))]
+    else:
+        tiers = [(what, low, high, cells) for what, low, high, cells in (
+            ("leaf-spine cables, both directions", "leaf", "spine", _tier_cells(topo, utilisation, "up", "down")),
+            ("spine-core cables, both directions", "spine", "core",
+             _tier_cells(topo, utilisation, "core_up", "core_down"))) if cells is not None]
+        if not tiers:
+            return None
+    fig = make_subplots(rows=1, cols=len(tiers), subplot_titles=[t[0] for t in tiers], horizontal_spacing=0.12)
+    for i, (_what, low, high, (z, x, y)) in enumerate(tiers, start=1):
+        fig.add_trace(go.Heatmap(z=z, x=x, y=y, zmin=0, zmax=1, colorscale="Viridis", coloraxis="coloraxis",
+                                 hovertemplate="%{y} → %{x}: peak %{z:.0%}<extra></extra>"), row=1, col=i)
+        fig.update_xaxes(title_text=high if not grouped else "to group", type="category", row=1, col=i)
+        fig.update_yaxes(title_text=low if not grouped else "from group", type="category", autorange="reversed",
+                         row=1, col=i)
+    what = " and ".join(t[0].split(",")[0] for t in tiers)
     fig.update_layout(title=f"{topo.name}: peak utilisation of the {what}; too large to draw node by node",
-                      xaxis={"title": col_title, "type": "category"},
-                      yaxis={"title": row_title, "type": "category", "autorange": "reversed"},
-                      height=min(300 + 14 * len(row_labels), 1100))
+                      coloraxis={"colorscale": "Viridis", "cmin": 0, "cmax": 1, "colorbar": {"title": "peak util"}},
+                      height=min(300 + 14 * max(len(t[3][2]) for t in tiers), 1100))
     return fig
 
 
