@@ -1,19 +1,33 @@
-"""ECMP: each connection is hashed once onto one of its equal-cost paths and keeps it."""
+"""ECMP: each connection is hashed once onto one of its equal-cost paths and keeps it (or, with
+``qps: k``, owns k hashed queue pairs and sends its messages round-robin over them, as Meta's E-ECMP)."""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 import numpy as np
 
 from netsim.errors import ConfigError
 from netsim.routing.base import DEFAULT_RECONVERGENCE, ROUTING, Connection, PolicyBase, Routes, option_time
-from netsim.routing.routes import Columns, as_connections, connection_columns, from_routes, in_chunks, single_paths
+from netsim.routing.routes import (
+    Columns,
+    as_connections,
+    concat_routes,
+    connection_columns,
+    crossing,
+    from_routes,
+    in_chunks,
+    replace_rows,
+    single_paths,
+)
 from netsim.topology import Topology
 from netsim.topology.pathsets import PathSets
 
 #: Connections routed at a time (bounds the temporary arrays of a large batch, about 300 bytes each).
 CHUNK = 2**17
+#: With queue pairs, batches up to this size are routed row by row in Python (see ``ECMP._qp_routes``).
+SMALL_BATCH = 16
 
 
 @ROUTING.register("ecmp")
@@ -26,7 +40,8 @@ class ECMP(PolicyBase):
 
     Faults: ``reconvergence`` after a link goes down, connections whose hashed path crosses it are
     re-hashed over the live equal-cost paths (the others keep theirs); once the link is back and
-    routing has reconverged again, they return to their original path.
+    routing has reconverged again, they return to their original path. With queue pairs, each
+    queue pair is re-hashed alone, and a message in flight moves with its queue pair.
 
     Parameters
     ----------
@@ -42,14 +57,28 @@ class ECMP(PolicyBase):
         With ``hashing: hop``: ``switch`` (default) gives every switch its own seed; ``shared``
         gives all the same one, which reproduces hash polarisation: with k next hops at one tier
         and k' at the next, only 1/gcd(k, k') of the next tier's are ever used.
+    qps:
+        Queue pairs per connection (default 1). With k > 1 (Meta's E-ECMP, 16 per GPU pair) queue
+        pair ``q`` is hashed like :class:`~netsim.routing.split.Split`'s sub-connection ``q`` (key
+        ``(*key, -q)``, the plain key for ``q = 0``) and the connection's m-th message, in start
+        order, travels whole on queue pair ``m mod k``: the policy then decides per message.
+
+    Examples
+    --------
+    >>> from netsim.topology import leaf_spine
+    >>> topo = leaf_spine(leaves=2, spines=4, hosts_per_leaf=1, gpus_per_host=1, nics_per_host=1,
+    ...                   nic_bandwidth_Bps=1e9, uplink_bandwidth_Bps=1e9, intra_bandwidth_Bps=1e10)
+    >>> ecmp = ECMP(topo, np.random.default_rng(0), qps=4)
+    >>> ecmp.decides, ecmp.queue_pairs([Connection(0, 1)] * 6).tolist()
+    ('message', [0, 1, 2, 3, 0, 1])
     """
 
-    #: Each connection keeps the routes it got on first use until a fault (Fabric.run_ring relies on it).
+    #: Each connection keeps the routes it got on first use until a fault (with ``qps: 1``).
     fixed = True
     decides = "connection"
 
     def __init__(self, topology: Topology, rng: np.random.Generator, reconvergence: str | float = DEFAULT_RECONVERGENCE,
-                 hashing: str = "path", seeds: str = "switch"):
+                 hashing: str = "path", seeds: str = "switch", qps: int = 1):
         super().__init__()
         self.topology = topology
         self.reaction_s = option_time(reconvergence, "reconvergence")
@@ -63,7 +92,13 @@ class ECMP(PolicyBase):
                               f"{seeds!r}", "routing.seeds")
         if seeds == "shared" and hashing == "path":
             raise ConfigError("seeds only apply to per-hop hashing: add hashing: hop", "routing.seeds")
-        self.hashing, self.seeds = hashing, seeds
+        if isinstance(qps, bool) or not isinstance(qps, int) or qps < 1:
+            raise ConfigError(f"qps must be an integer >= 1 (queue pairs per connection), got {qps!r}", "routing.qps")
+        self.hashing, self.seeds, self.qps = hashing, seeds, qps
+        if qps > 1:  # a connection's routes change from message to message
+            self.decides, self.fixed = "message", False
+        self._sent: dict[tuple, int] = {}  # messages started per connection (qps > 1)
+        self._qp_chosen: dict[tuple[Connection, int], Routes] = {}
 
     def hash(self, key: tuple[int, ...]) -> int:
         """The salted 64-bit hash of integer ``key``."""
@@ -77,11 +112,21 @@ class ECMP(PolicyBase):
         digests = b"".join([blake(salt + buf[i:i + width], digest_size=8).digest() for i in range(0, len(buf), width)])
         return np.frombuffer(digests, dtype="<u8")
 
-    def path_indices(self, cols: Columns, ps: PathSets, sub: int = 0) -> np.ndarray:
+    def path_indices(self, cols: Columns, ps: PathSets, sub: int | np.ndarray = 0) -> np.ndarray:
         """The index of the path each connection hashes to among its ``ps.n`` equal-cost paths (as
-        :meth:`pick` without failed links); ``sub`` > 0: of its sub-connection ``sub`` (key ``(*key, -sub)``)."""
+        :meth:`pick` without failed links); ``sub`` > 0: of its sub-connection (queue pair) ``sub``
+        (key ``(*key, -sub)``), one for all rows or one per row."""
         out = np.empty(len(cols), dtype=np.int64)
+        per_row = np.ndim(sub) > 0
         for rows, keys in cols.hash_keys():
+            if per_row:
+                subs = np.asarray(sub, dtype=np.int64)[rows]
+                plain = subs == 0
+                for part, part_keys in ((rows[plain], keys[plain]),
+                                        (rows[~plain], np.column_stack([keys[~plain], -subs[~plain]]))):
+                    if len(part):
+                        out[part] = (self.hashes(part_keys) % ps.n[part].astype(np.uint64)).astype(np.int64)
+                continue
             if sub:
                 keys = np.column_stack([keys, np.full(len(rows), -sub, dtype=np.int64)])
             out[rows] = (self.hashes(keys) % ps.n[rows].astype(np.uint64)).astype(np.int64)
@@ -115,30 +160,109 @@ class ECMP(PolicyBase):
 
     def decide(self, connection: Connection) -> Routes:
         """The routes ``connection`` gets now (no caching)."""
-        return [(self.pick(self.topology.paths(connection.src, connection.dst, connection.tcp), connection.hash_key()), 1.0)]
+        return self.decide_qp(connection, 0)
+
+    def decide_qp(self, connection: Connection, qp: int) -> Routes:
+        """The routes queue pair ``qp`` of ``connection`` gets now (no caching); queue pair 0 hashes as the
+        connection does, ``qp`` > 0 as :class:`~netsim.routing.split.Split`'s sub-connection ``qp``."""
+        key = connection.hash_key()
+        return [(self.pick(self.topology.paths(connection.src, connection.dst, connection.tcp),
+                           (*key, -qp) if qp else key), 1.0)]
 
     def paths(self, connection: Connection) -> Routes:
-        """The single path of ``connection``, chosen by hash on first use and then fixed."""
+        """The single path of ``connection``, chosen by hash on first use and then fixed (``qps`` > 1: of
+        the queue pair its latest message took, queue pair 0 before its first)."""
+        if self.qps > 1:
+            return self.qp_paths(connection, self.queue_pair(connection))
         routes = self._chosen.get(connection)
         if routes is None:
             routes = self._chosen[connection] = self.decide(connection)
         return routes
 
+    def qp_paths(self, connection: Connection, qp: int) -> Routes:
+        """The single path of queue pair ``qp`` of ``connection``, hashed on first use and then fixed (the
+        same list while it stands: the reference executor compares routes by identity)."""
+        routes = self._qp_chosen.get((connection, qp))
+        if routes is None:
+            routes = self._qp_chosen[(connection, qp)] = self.decide_qp(connection, qp)
+        return routes
+
+    def queue_pairs(self, connections) -> np.ndarray:
+        """The queue pair each message of a batch (connections or their :class:`Columns`) starts on, in
+        batch order (a connection listed twice starts two messages): a connection's m-th message takes
+        ``m mod qps``. Counts the messages: :meth:`routes` and :meth:`plan` call it once per batch."""
+        cols = connections if isinstance(connections, Columns) else connection_columns(connections)
+        out = np.zeros(len(cols), dtype=np.int64)
+        if self.qps == 1:
+            return out
+        sent, k = self._sent, self.qps
+        for i, key in enumerate(zip(*(c.tolist() for c in cols))):  # (tuples: equal to the Connections)
+            m = sent.get(key, 0)
+            sent[key] = m + 1
+            out[i] = m % k
+        return out
+
+    def queue_pair(self, connection: Connection) -> int:
+        """The queue pair of ``connection``'s latest message (0 before its first)."""
+        return max(self._sent.get(connection, 0) - 1, 0) % self.qps
+
+    def plan(self, connections) -> None:
+        """With ``qps`` > 1: the batch's messages start, each on its connection's next queue pair
+        (the reference executor then asks :meth:`paths`)."""
+        if self.qps > 1:
+            self.queue_pairs(connections)
+
     def routes(self, connections):
         """The hashed path of every connection of the batch: hashes in a loop, the rest in numpy (per-hop
-        hashing: connection by connection)."""
+        hashing: connection by connection). With ``qps`` > 1, every entry is a message starting and
+        takes its queue pair's path."""
+        if self.qps > 1:
+            return self._qp_routes(connections)
         if self.hashing == "hop":
             conns = as_connections(connections)
             return from_routes(self.topology, conns, [self.paths(c) for c in conns], self.independent)
         return in_chunks(connection_columns(connections), CHUNK, self._hashed)
 
-    def _hashed(self, cols: Columns):
+    def _qp_routes(self, connections):
+        """:meth:`routes` with queue pairs: each entry's queue pair, then its path (large batches under
+        per-path hashing in numpy)."""
+        cols = connection_columns(connections)
+        qps = self.queue_pairs(cols)
+        if self.hashing == "path" and len(cols) > SMALL_BATCH:
+            return concat_routes([self._hashed(Columns(*(c[at:at + CHUNK] for c in cols)), qps[at:at + CHUNK])
+                                  for at in range(0, len(cols), CHUNK)])
+        # perf: rotating queue pairs desynchronise connections, so most instants start one or two
+        # messages: a batch of one takes ~30 us here and ~340 us through arrays (even at ~20 rows).
+        topo = self.topology
+        paths, delay = [], np.empty(len(cols))
+        for i, (row, q) in enumerate(zip(zip(*(c.tolist() for c in cols)), qps.tolist())):
+            conn = Connection(*row)
+            path = self.decide_qp(conn, q)[0][0]
+            paths.append(path)
+            # CORRECTNESS: bit for bit the array path's delay (path_sums sums as path_latency_s does)
+            delay[i] = topo.path_latency_s(path) + topo.message_overhead_s(conn.src, conn.dst, conn.tcp)
+        ptr = np.zeros(len(paths) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, paths), dtype=np.int64, count=len(paths)), out=ptr[1:])
+        links = np.fromiter(itertools.chain.from_iterable(paths), dtype=np.int64, count=int(ptr[-1]))
+        return single_paths(ptr, links, delay)
+
+    def _hashed(self, cols: Columns, qps: np.ndarray | None = None):
+        """The table of ``cols`` (queue pair ``qps[i]`` for row ``i``, if given); rows whose path crosses a
+        failed link are re-hashed over the live paths."""
         ps = self.topology.path_sets(cols.src, cols.dst, cols.tcp)
-        ptr, links = ps.links(self.path_indices(cols, ps))
+        ptr, links = ps.links(self.path_indices(cols, ps, 0 if qps is None else qps))
         table = single_paths(ptr, links, ps.latency_s(ptr, links) + ps.overhead_s)
-        return self.decide_failed(table, cols, np.arange(len(cols)), self.decide)
+        if qps is None:
+            return self.decide_failed(table, cols, np.arange(len(cols)), self.decide)
+        rows = np.flatnonzero(crossing(table, self.failed)) if self.failed else ()
+        if not len(rows):
+            return table
+        conns = [Connection(s, d, c, j, m, bool(t)) for s, d, c, j, m, t in zip(*(col[rows].tolist() for col in cols))]
+        return replace_rows(table, rows, from_routes(self.topology, conns, [
+            self.decide_qp(c, q) for c, q in zip(conns, qps[rows].tolist())], self.independent))
 
     def links_changed(self, state: dict[int, float]) -> None:
-        """Routing reconverged: move connections off dead paths (and back once they are alive)."""
+        """Routing reconverged: move connections (queue pairs) off dead paths (and back once they are alive)."""
         super().links_changed(state)
         self.revise(self._chosen, self.decide)
+        self.revise(self._qp_chosen, lambda key: self.decide_qp(*key))
