@@ -70,6 +70,20 @@ def test_a_run_with_comparable_variants_opens_with_the_answer_and_prints_it(tmp_
     assert "report.html" in result.output
 
 
+def test_training_variants_print_no_sentence_against_a_calls_bound(tmp_path):
+    """A training job's calls overlap its compute: 'first call to last call' against the calls' bound would
+    read as a fabric many times slower than it is. The CLI, like the dashboard, opens without a sentence."""
+    training = {"type": "training", "model": {"name": "tiny", "layers": 2, "hidden": 256, "heads": 4, "seq_len": 128,
+                                              "vocab": 1000, "micro_batch": 1, "global_batch": 4},
+                "parallelism": {"tp": 1, "pp": 1, "dp": 4}, "gpu": "h100"}
+    data = {**_spec(variants=[{"name": "hashed", "routing": "ecmp"}, {"name": "sprayed", "routing": "spray"}]),
+            "workload": training}
+    result, _, out = cli_on_file(tmp_path, data, "run")
+    assert result.exit_code == 0, result.output
+    assert answer_sentences(out) == [] and "fastest" not in result.output
+    assert "fastest" not in " ".join(str(f.layout.meta) for f in build_figures(out))
+
+
 def test_no_chart_draws_a_single_value(tmp_path):
     """A single run of one collective call: its time is a number in the summary table, not a one-bar chart."""
     result, _, out = cli_on_file(tmp_path, _spec(engine={"link_series": 0}), "run")

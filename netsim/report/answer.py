@@ -247,17 +247,39 @@ def uplink_figure(comp: Comparison, links: pd.DataFrame) -> go.Figure | None:
     return fig
 
 
+def is_training(jobs: pd.DataFrame | None) -> bool:
+    """Every job of every run is a training job (its calls overlap compute: no opening sentence)."""
+    return jobs is not None and len(jobs) > 0 and bool((jobs["kind"] == "training").all())
+
+
+def opening(runs: pd.DataFrame, colls: pd.DataFrame, keys: list[str], training: bool, cluster: bool
+            ) -> list[Comparison]:
+    """The groups the dashboard opens with and the CLI prints: none for training or cluster results (calls
+    overlap compute or other jobs, so a call's time against its bound says nothing about the job) or for
+    a grid (a sweep over more than the variants)."""
+    if training or cluster or set(keys) - {"variant"}:
+        return []
+    return comparisons(runs[runs["status"] == "ok"] if "status" in runs.columns else runs, colls)
+
+
 def answer_sentences(results_dir) -> list[str]:
-    """The sentence of every group of comparable variants in a results directory (none for a single run,
-    a grid or training results), as the dashboard opens with them and the CLI prints them."""
-    from netsim.experiment.results import read_table
+    """The sentence of every group of :func:`opening` in a results directory (none for a single run,
+    a grid, training or cluster results), as the dashboard opens with them and the CLI prints them."""
+    import json
     from pathlib import Path
+
+    from netsim.experiment.results import read_table
+    from netsim.experiment.summary import group_keys
     results_dir = Path(results_dir)
     runs = read_table(results_dir / "runs.parquet")
     if len(runs) < 2 or "variant" not in runs or not (results_dir / "collectives.parquet").is_file():
         return []
-    colls = read_table(results_dir / "collectives.parquet")
-    comps = comparisons(runs, colls)
+    tables = {name: read_table(results_dir / f"{name}.parquet") for name in ("jobs", "cluster_jobs")
+              if (results_dir / f"{name}.parquet").is_file()}
+    manifest = json.loads((results_dir / "manifest.json").read_text())
+    cluster = len(tables.get("cluster_jobs", ())) > 0
+    comps = opening(runs, read_table(results_dir / "collectives.parquet"), group_keys(runs, manifest),
+                    is_training(tables.get("jobs")), cluster)
     if not comps:
         return []
     links = read_table(results_dir / "links.parquet")

@@ -23,7 +23,7 @@ from netsim.experiment.metrics import CHART_UNITS, METRICS
 from netsim.experiment.outdir import write_file_atomically
 from netsim.experiment.results import read_results, read_table
 from netsim.experiment.summary import group_keys, summarize
-from netsim.report.answer import Comparison, answer_figure, comparisons, uplink_figure
+from netsim.report.answer import Comparison, answer_figure, is_training, opening, uplink_figure
 from netsim.report.answer_fabric import collision_figure, placement_figure
 from netsim.report.cluster_panels import cluster_figures, has_cluster
 from netsim.report.detection_panels import detection_figures, has_detection
@@ -262,11 +262,6 @@ def _link_figures(links: pd.DataFrame, label: dict[str, str], sweep: bool) -> li
     return figs
 
 
-def _is_training(jobs: pd.DataFrame | None) -> bool:
-    """Every job of every run is a training job."""
-    return jobs is not None and len(jobs) > 0 and bool((jobs["kind"] == "training").all())
-
-
 def build_figures(results_dir: str | Path) -> list[go.Figure]:
     """The dashboard's figures for one results directory, in page order; they adapt to what it holds
     (one run or a sweep, collectives, training or a trace-driven cluster, sizes swept, faults, link
@@ -281,10 +276,10 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
     keys = group_keys(runs, manifest) if sweep else []
     label = run_labels(ok_runs, keys)
     jobs, iterations = t.get("jobs"), t.get("iterations")
-    training = _is_training(jobs)
+    training = is_training(jobs)
     cluster = has_cluster(t)  # a trace-driven cluster: no collective calls of its own
     drop = COLLECTIVE_METRICS if training or cluster else ()
-    comps = [] if training or cluster or set(keys) - {"variant"} else comparisons(ok_runs, colls)
+    comps = opening(runs, colls, keys, training, cluster)
     answered = {v for c in comps for v in c.variants}
     if sweep:
         summary_fig, table, keys = _sweep_summary(results_dir, drop)
