@@ -246,3 +246,15 @@ def test_the_dashboard_aggregates_by_tier_and_pod(tmp_path):
     flows = pd.read_parquet(out / "flows.parquet")
     first = pd.read_parquet(out / "runs.parquet")["run_id"].iloc[0]
     assert z.shape == (3, 3) and z.sum() * 1e9 == pytest.approx(flows.loc[flows["run_id"] == first, "size_bytes"].sum())
+
+
+def test_netsim_show_describes_a_presets_counts():
+    """`netsim show` on a topology file describes the fabric as `netsim topo` does (issue 29's wording)."""
+    from typer.testing import CliRunner
+
+    from netsim.cli import app
+    from pathlib import Path
+    path = str(Path(__file__).resolve().parents[1] / "topologies/superpod-h100-1su.yaml")
+    shown, topo = CliRunner().invoke(app, ["show", path]), CliRunner().invoke(app, ["topo", path])
+    assert shown.exit_code == topo.exit_code == 0 and shown.output == topo.output
+    assert "256 GPUs" in shown.output and "bisection" in shown.output

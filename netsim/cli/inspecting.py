@@ -74,9 +74,14 @@ def results(directory: Annotated[Path, typer.Argument(help="A results directory 
 
 
 
-def show(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep).")]) -> None:
-    """Describe a results directory: what was run, its state, variants and axes, headline metrics, report."""
+def show(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep), or a "
+                                                    "topology file (then as netsim topo).")]) -> None:
+    """Describe a results directory: what was run, its state, variants and axes, headline metrics, report.
+    Given a topology or experiment file, describe its fabric as ``netsim topo`` does."""
     from netsim.experiment.overview import overview
+    if directory.is_file() and directory.suffix in (".yaml", ".yml"):
+        topo_(directory)
+        return
     try:
         o = overview(directory)
     except NetsimError as exc:
