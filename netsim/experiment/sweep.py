@@ -268,7 +268,7 @@ def _write_run(out: Path, run: PlannedRun, outcome: RunOutcome) -> ArrowTables:
     try:
         labels = _label(run)
         for name, df in outcome.tables.items():
-            df = df.copy()
+            df = df.copy(deep=False)  # perf: the label columns go into this view; the data is not copied
             for i, (col, value) in enumerate(labels.items()):
                 if col in df.columns:
                     df = df.drop(columns=[col])
