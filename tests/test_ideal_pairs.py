@@ -56,3 +56,40 @@ def test_pairs_of_the_same_graph_up_to_names_share_one_max_flow(monkeypatch):
     rate, _delay, _ptr, _links, uniform = model.table(src.ravel()[keep], dst.ravel()[keep], np.zeros(keep.sum(), bool))
     assert len(solved) == 2
     assert set(rate.tolist()) == {1e9} and uniform.all()
+
+
+@pytest.mark.parametrize("fabric_name", [*FABRICS, "clos3", "rail-only"])
+def test_pairs_with_many_paths_from_arrays_are_the_pairs_from_lists(fabric_name):
+    """PairModel computes a pair of many paths (7,168 between two Meta-like pods) from an array of its
+    paths: rate, delay, forced links and uniformity are bit for bit what the path-by-path code gives."""
+    topo = _many_paths_fabric(fabric_name)
+    rng = np.random.default_rng(3)
+    pairs = {(int(s), int(d), bool(t)) for s, d, t in zip(rng.integers(0, topo.n_gpus, 150),
+                                                           rng.integers(0, topo.n_gpus, 150), rng.random(150) < 0.2)}
+    arrays, lists = PairModel(topo), PairModel(topo)
+    arrays.many_paths, lists.many_paths = 0, 10**9
+    for key in sorted(pairs):
+        try:
+            want = lists.pair(*key)
+        except Exception as exc:  # noqa: BLE001 - a pair the fabric cannot carry fails alike both ways
+            with pytest.raises(type(exc)):
+                arrays.pair(*key)
+            continue
+        assert arrays.pair(*key) == want, key
+        assert arrays._uniform[key] == lists._uniform[key]
+
+
+def _many_paths_fabric(name):
+    from netsim.topology.clos3 import clos3
+    from netsim.topology.nic import generic_nic
+    from netsim.topology.rail_only import rail_only
+    if name == "clos3":
+        return clos3(pods=3, leaves_per_pod=2, spines_per_pod=3, hosts_per_leaf=2, gpus_per_host=2, nics_per_host=2,
+                     nic=generic_nic(100e9), nic_latency_s=1e-6, uplink_bandwidth_Bps=100e9, uplink_latency_s=3e-7,
+                     uplinks_per_spine=2, cores=6, core_bandwidth_Bps=50e9, core_latency_s=7e-7, core_cables=2,
+                     intra_bandwidth_Bps=900e9, intra_latency_s=1e-7)
+    if name == "rail-only":
+        return rail_only(leaves_per_rail=2, hosts_per_leaf=2, gpus_per_host=4, nic=generic_nic(100e9),
+                         nic_latency_s=1e-6, spines_per_rail=3, uplink_bandwidth_Bps=100e9, uplinks_per_spine=2,
+                         intra_bandwidth_Bps=900e9, intra_latency_s=3e-7)
+    return fabric(name)

@@ -64,6 +64,8 @@ class PairModel:
         self._sigs: np.ndarray | None = None
         self._flows: dict[tuple, float] = {}
         self._uniform: dict[tuple[int, int, bool], bool] = {}
+        #: perf: pairs with more equal-cost paths than this are computed from arrays (:meth:`_pair_arrays`)
+        self.many_paths = 32
         nic_host = {nic: h for h, (_m, _g, _b, nics) in enumerate(topology.hosts) for nic in nics}
         self.nic_host = nic_host
         # Host aggregates: every byte leaving (entering) a host crosses one of its NIC ports.
@@ -87,6 +89,12 @@ class PairModel:
         if hit is not None:
             return hit
         topo = self.topology
+        if src != dst and topo.gpu_host[src] != topo.gpu_host[dst]:
+            ps = topo.path_sets([src], [dst], [tcp])
+            if int(ps.n[0]) > self.many_paths:
+                hit = self._pair_arrays(ps, src, dst, tcp)
+                if hit is not None:
+                    return hit
         paths = topo.paths(src, dst, tcp)
         latencies = [topo.path_latency_s(p) for p in paths]
         delay = min(latencies) + topo.message_overhead_s(src, dst, tcp)
@@ -96,6 +104,51 @@ class PairModel:
         rate = self._max_flow(paths) if paths and paths[0] else math.inf
         hit = self._cache[key] = (float(rate), float(delay), forced)
         return hit
+
+    def _pair_arrays(self, ps, src: int, dst: int, tcp: bool) -> tuple[float, float, tuple[int, ...]] | None:
+        """:meth:`pair` of a pair with many paths (7,168 between two pods of the Meta-like cluster), from
+        its paths as one array instead of a tuple each: the same numbers bit for bit (a row sums as
+        ``path_latency_s`` sums; the max-flow graph is built in the same node order). None when the
+        paths differ in length (then :meth:`pair` lists them)."""
+        _row, ptr, links = ps.all_links()
+        lengths = np.diff(ptr)
+        if not len(lengths) or lengths.min() != lengths.max() or lengths[0] == 0:
+            return None
+        arr = links.reshape(len(lengths), int(lengths[0]))
+        topo, lt = self.topology, self.topology.links
+        latencies = lt.latency_s[arr].sum(axis=1)
+        delay = float(latencies.min()) + topo.message_overhead_s(src, dst, tcp)
+        edge = arr[~self._core[arr]]
+        edge_links, counts = np.unique(edge, return_counts=True)
+        n = len(arr)
+        forced = tuple(edge_links[counts == n].tolist())
+        self._uniform[(src, dst, tcp)] = bool((counts == n).all() and (latencies == latencies[0]).all())
+        rate = self._max_flow_arrays(arr)
+        hit = self._cache[(src, dst, tcp)] = (float(rate), float(delay), forced)
+        return hit
+
+    def _max_flow_arrays(self, arr: np.ndarray) -> float:
+        """:meth:`_max_flow` of the paths that are the rows of ``arr`` (one length), without a loop over them."""
+        lt = self.topology.links
+        heads, tails = lt.src[arr], lt.dst[arr]
+        flat = np.stack([heads, tails], axis=2).reshape(-1)  # every node in order of appearance along the paths
+        uniq, first = np.unique(flat, return_index=True)
+        names = dict(zip(uniq[np.argsort(first, kind="stable")].tolist(), range(len(uniq))))
+        ends: set[tuple[str, int]] = set()  # (added in _max_flow's order: the graph is built in it)
+        for a, b in zip(heads[:, 0].tolist(), tails[:, -1].tolist()):
+            ends.add(("s", names[a]))
+            ends.add(("t", names[b]))
+        capacity: dict[tuple[int, int], float] = {}
+        for lk in np.unique(arr).tolist():
+            uv = (names[int(lt.src[lk])], names[int(lt.dst[lk])])
+            capacity[uv] = math.inf if self._core[lk] else capacity.get(uv, 0.0) + float(lt.capacity_Bps[lk])
+        gap = tails[:, :-1] != heads[:, 1:]  # a hop with no modelled link (see _max_flow)
+        if gap.any():  # in order of first appearance, as _max_flow adds them
+            jumps = np.stack([tails[:, :-1][gap], heads[:, 1:][gap]], axis=1)
+            _u, at = np.unique(jumps, axis=0, return_index=True)
+            for a, b in jumps[np.sort(at)].tolist():
+                capacity[names[a], names[b]] = math.inf
+        return self._solve(capacity, ends)
 
     def _max_flow(self, paths: list[tuple[int, ...]]) -> float:
         """Max flow over the union of the equal-cost ``paths``; parallel edge links add up, core is unbounded.
@@ -121,6 +174,11 @@ class PairModel:
             for a, b in itertools.pairwise(p):  # rail-only host forwards through another GPU): unbounded
                 if lt.dst[a] != lt.src[b]:
                     capacity[names[int(lt.dst[a])], names[int(lt.src[b])]] = math.inf
+        return self._solve(capacity, ends)
+
+    def _solve(self, capacity: dict[tuple[int, int], float], ends: set[tuple[str, int]]) -> float:
+        """Max flow from the ``("s", node)`` ends to the ``("t", node)`` ends over ``capacity`` (renamed
+        nodes; missing capacity = unbounded), solved once per shape."""
         shape = (tuple(sorted(capacity.items())), tuple(sorted(ends)))
         rate = self._flows.get(shape)
         if rate is None:
