@@ -59,8 +59,9 @@ def test_the_hpn_preset_has_the_published_counts():
     """REFERENCE §8: ~15K GPUs in one pod, 15 segments x 1,024 GPUs, hosts of 8 GPUs with one 2 x 200G NIC
     per GPU, dual-ToR and dual-plane; 60 aggregation switches per plane, ToRs 128 x 200G down and
     60 x 400G up (1.067:1) (unconfirmed: parameters)."""
-    import yaml
     from pathlib import Path
+
+    import yaml
     data = yaml.safe_load((Path(__file__).resolve().parents[1] / "topologies/hpn-pod.yaml").read_text())
     spec = ExperimentSpec.model_validate({**_spec(), "topology": data}).topology
     topo = build_topology(spec)
@@ -75,3 +76,23 @@ def test_the_hpn_preset_has_the_published_counts():
     assert set(down.values()) == {128}
     spines = [n for n, k in topo.graph.nodes(data="kind") if k == "spine"]
     assert sorted(sum(nodes[s]["plane"] == p for s in spines) for p in (0, 1)) == [60, 60]
+
+
+def test_the_dashboard_shows_load_per_tier_and_plane(tmp_path):
+    """Aggregated by plane: each plane's leaf-spine links are a row of the load-per-tier table, and the
+    bytes of the plane rows add up to the tier's."""
+    import pandas as pd
+
+    from netsim.report.dashboard import build_figures
+    from netsim.units import parse_size
+    data = {**_spec(), "routing": "spray", "placement": {"type": "random", "by": "host"}}
+    result, _, out = cli_on_file(tmp_path, data, "run")
+    assert result.exit_code == 0, result.output
+    (table,) = [f for f in build_figures(out) if f.layout.title.text.startswith("Load per tier and plane")]
+    columns = [c.removeprefix("<b>").removesuffix("</b>") for c in table.data[0].header.values]
+    rows = pd.DataFrame(dict(zip(columns, table.data[0].cells.values)))
+    spine = rows[rows["tier"] == "leaf-spine"]
+    assert sorted(spine["plane"]) == ["0", "1"] and set(rows.loc[rows["tier"] == "host", "plane"]) == {"-"}
+    links = pd.read_parquet(out / "links.parquet")
+    total = links.loc[links["tier"] == "leaf-spine", "bytes"].sum()
+    assert sum(parse_size(b) for b in spine["bytes"]) == pytest.approx(total, rel=1e-3)

@@ -326,7 +326,8 @@ def build_figures(results_dir: str | Path) -> list[go.Figure]:
         if drawing is not None:
             figs.append(drawing)
     if len(ok_runs):  # views that aggregate (readable at any size): load per tier, traffic between pods
-        figs += [f for f in (tier_table(links[links["run_id"].isin(label)], label),
+        figs += [f for f in (tier_table(links[links["run_id"].isin(label)], label, results_dir,
+                                        manifest.get("spec")),
                              pod_traffic_figure(results_dir, ok_runs, flows, label)) if f is not None]
     figs = [*_opening(results_dir, comps, links, flows), *figs]
     return [f for f in figs if not _single_value(f)]

@@ -19,8 +19,10 @@ from netsim.report.fabric_view import run_topology
 from netsim.report.workload_panels import table_figure
 
 
-def tier_table(links: pd.DataFrame, label: dict[str, str]) -> go.Figure | None:
-    """Per variant (first run) and tier: links, links used, bytes, mean and peak utilisation."""
+def tier_table(links: pd.DataFrame, label: dict[str, str], results_dir: Path | None = None,
+               default: dict | None = None) -> go.Figure | None:
+    """Per variant (first run) and tier: links, links used, bytes, mean and peak utilisation; on a
+    fabric of several planes (or rails of a rail-only fabric), per tier and plane (rail)."""
     if links.empty or links["tier"].nunique() < 2:
         return None
     first = {}
@@ -29,13 +31,42 @@ def tier_table(links: pd.DataFrame, label: dict[str, str]) -> go.Figure | None:
     rows = []
     for name, run_id in first.items():
         mine = links[links["run_id"] == run_id]
-        for tier, g in mine.groupby("tier", sort=False):
+        split, by = _planes(results_dir, run_id, mine, default)
+        for keys, g in mine.groupby(["tier", split] if split is not None else ["tier"], sort=False):
             used = g[g["bytes"] > 0]
-            rows.append({"variant": name, "tier": tier, "links": len(g), "used": len(used),
-                         "bytes": human_size(float(g["bytes"].sum()), 4),
+            rows.append({"variant": name, "tier": keys[0], **({by: keys[1]} if split is not None else {}),
+                         "links": len(g), "used": len(used), "bytes": human_size(float(g["bytes"].sum()), 4),
                          "mean utilisation (used links)": round(float(used["mean_util"].mean()), 3) if len(used) else 0.0,
                          "peak utilisation": round(float(g["peak_util"].max()), 3)})
-    return table_figure(pd.DataFrame(rows), "Load per tier (first run of each variant)")
+    frame = pd.DataFrame(rows)
+    if "plane" in frame or "rail" in frame:
+        col = "plane" if "plane" in frame else "rail"
+        frame[col] = frame[col].map(lambda v: "" if pd.isna(v) or v < 0 else str(int(v)))
+        frame = frame[["variant", "tier", col, *(c for c in frame.columns if c not in ("variant", "tier", col))]]
+    return table_figure(frame, "Load per tier" + (" and plane" if "plane" in frame else " and rail" if "rail" in frame
+                                                 else "") + " (first run of each variant)")
+
+
+def _planes(results_dir: Path | None, run_id: str, links: pd.DataFrame,
+            default: dict | None) -> tuple[pd.Series | None, str]:
+    """Per link of ``links``, the plane (or rail) of the switch it touches (-1: none), when the run's
+    fabric (rebuilt from its spec, else ``default``) has several planes or rails; else (None, "")."""
+    if results_dir is None:
+        return None, ""
+    topo = run_topology(results_dir, run_id, default)
+    if topo is None:
+        return None, ""
+    nodes = topo.graph.nodes
+    for attr in ("plane", "rail"):
+        if topo.params.get("planes", 1) > 1 and attr == "plane" or topo.params.get("type") == "rail_only" and attr == "rail":
+            switch = np.array([-1] * topo.graph.number_of_nodes())
+            for n, value in nodes(data=attr):
+                if value is not None and nodes[n]["kind"] in ("leaf", "spine", "core"):
+                    switch[n] = value
+            ids = links["link_id"].to_numpy(dtype=np.int64)
+            plane = np.maximum(switch[topo.links.src[ids]], switch[topo.links.dst[ids]])
+            return pd.Series(plane, index=links.index, name=attr), attr
+    return None, ""
 
 
 def pod_traffic_figure(results_dir: Path, runs: pd.DataFrame, flows: pd.DataFrame,
