@@ -217,67 +217,72 @@ class PathIndex:
         """The switch nodes each entry of class ``cls`` crosses, in entry order."""
         return self._c_switches[cls]
 
+    #: The flat arrays of the templates and classes (see :meth:`_arrays`).
+    _FLAT = ("t_count", "t_first", "tp_len", "tp_start", "tp_links", "tm_len", "tm_start", "tm_link", "tm_count",
+             "c_count", "c_first", "e_p", "e_q", "e_len", "e_start", "e_links", "cm_len", "cm_start", "cm_kind",
+             "cm_value", "cm_count")
+
     def _arrays(self) -> None:
         """Extend the flat arrays of the templates and classes with the ones added since the last call.
 
         perf: templates and classes are only ever appended, so only the new ones are flattened and
-        appended (a Llama-like iteration meets a few new classes at each of thousands of sends:
-        rebuilding everything each time was quadratic, 180 of 228 s).
+        appended, into buffers that double when full (a Llama-like iteration meets a few new classes at
+        each of thousands of sends: rebuilding, or concatenating, everything each time was quadratic).
         """
         if not self._dirty:
             return
         if not hasattr(self, "_t_done"):
             self._t_done = self._c_done = 0
-            empty = np.zeros(0, dtype=_INT)
-            for name in ("t_count", "t_first", "tp_len", "tp_start", "tp_links", "tm_len", "tm_start", "tm_link",
-                         "tm_count", "c_count", "c_first", "e_p", "e_q", "e_len", "e_start", "e_links", "cm_len",
-                         "cm_start", "cm_kind", "cm_value", "cm_count"):
-                setattr(self, name, empty)
+            self._bufs = {name: np.zeros(16, dtype=_INT) for name in self._FLAT}
+            self._used = dict.fromkeys(self._FLAT, 0)
+            for name in self._FLAT:
+                setattr(self, name, self._bufs[name][:0])
         self._extend_templates(self._t_paths[self._t_done:])
         self._t_done = len(self._t_paths)
         self._extend_classes(self._c_entries[self._c_done:])
         self._c_done = len(self._c_entries)
         self._dirty = False
 
-    @staticmethod
-    def _starts(lengths: np.ndarray, before: np.ndarray) -> np.ndarray:
-        """Where each of ``lengths`` starts, after the ``before`` already laid out."""
-        offset = int(before.sum())
-        return (offset + np.cumsum(lengths) - lengths).astype(_INT)
+    def _append(self, name: str, values) -> None:
+        """Append ``values`` to flat array ``name`` (amortised O(len(values)))."""
+        values = np.asarray(values, dtype=_INT)
+        used, buf = self._used[name], self._bufs[name]
+        if used + len(values) > len(buf):
+            grown = np.zeros(max(2 * len(buf), used + len(values)), dtype=_INT)
+            grown[:used] = buf[:used]
+            buf = self._bufs[name] = grown
+        buf[used:used + len(values)] = values
+        self._used[name] = used + len(values)
+        setattr(self, name, buf[:used + len(values)])
+
+    def _append_lengths(self, start: str, length: str, lengths: np.ndarray) -> None:
+        """Append ``lengths`` to flat array ``length`` and where each starts (after the last) to ``start``."""
+        before = getattr(self, start)
+        offset = int(before[-1] + getattr(self, length)[-1]) if len(before) else 0
+        self._append(start, offset + np.cumsum(lengths) - lengths)
+        self._append(length, lengths)
 
     def _extend_templates(self, lists: list[list[tuple[int, ...]]]) -> None:
         if not lists:
             return
-        cat = np.concatenate
         paths = [p for lst in lists for p in lst]
-        count = np.array([len(lst) for lst in lists], dtype=_INT)
-        tp_len = np.array([len(p) for p in paths], dtype=_INT)
         merged = [dict(sorted(Counter(lk for p in lst for lk in p).items())) for lst in lists]
-        tm_len = np.array([len(m) for m in merged], dtype=_INT)
-        self.t_first = cat([self.t_first, self._starts(count, self.t_count)])
-        self.t_count = cat([self.t_count, count])
-        self.tp_start = cat([self.tp_start, self._starts(tp_len, self.tp_len)])
-        self.tp_len = cat([self.tp_len, tp_len])
-        self.tp_links = cat([self.tp_links, np.array([lk for p in paths for lk in p], dtype=_INT)])
-        self.tm_start = cat([self.tm_start, self._starts(tm_len, self.tm_len)])
-        self.tm_len = cat([self.tm_len, tm_len])
-        self.tm_link = cat([self.tm_link, np.array([lk for m in merged for lk in m], dtype=_INT)])
-        self.tm_count = cat([self.tm_count, np.array([c for m in merged for c in m.values()], dtype=_INT)])
+        self._append_lengths("t_first", "t_count", np.array([len(lst) for lst in lists], dtype=_INT))
+        self._append_lengths("tp_start", "tp_len", np.array([len(p) for p in paths], dtype=_INT))
+        self._append("tp_links", [lk for p in paths for lk in p])
+        self._append_lengths("tm_start", "tm_len", np.array([len(m) for m in merged], dtype=_INT))
+        self._append("tm_link", [lk for m in merged for lk in m])
+        self._append("tm_count", [c for m in merged for c in m.values()])
 
     def _extend_classes(self, lists: list[list[tuple[int, int, tuple[int, ...]]]]) -> None:
         if not lists:
             return
-        cat = np.concatenate
         entries = [e for lst in lists for e in lst]
-        count = np.array([len(lst) for lst in lists], dtype=_INT)
-        e_len = np.array([len(m) for _p, _q, m in entries], dtype=_INT)
-        self.c_first = cat([self.c_first, self._starts(count, self.c_count)])
-        self.c_count = cat([self.c_count, count])
-        self.e_p = cat([self.e_p, np.array([p for p, _q, _m in entries], dtype=_INT)])
-        self.e_q = cat([self.e_q, np.array([q for _p, q, _m in entries], dtype=_INT)])
-        self.e_start = cat([self.e_start, self._starts(e_len, self.e_len)])
-        self.e_len = cat([self.e_len, e_len])
-        self.e_links = cat([self.e_links, np.array([lk for _p, _q, m in entries for lk in m], dtype=_INT)])
+        self._append_lengths("c_first", "c_count", np.array([len(lst) for lst in lists], dtype=_INT))
+        self._append("e_p", [p for p, _q, _m in entries])
+        self._append("e_q", [q for _p, q, _m in entries])
+        self._append_lengths("e_start", "e_len", np.array([len(m) for _p, _q, m in entries], dtype=_INT))
+        self._append("e_links", [lk for _p, _q, m in entries for lk in m])
         # Per class, how many entries use each port and each switch link: (kind, value, count) with
         # kind 0 = source port, 1 = link, 2 = destination port.
         cmerged = []
@@ -291,12 +296,10 @@ class PathIndex:
                 for lk in mid:
                     c[(1, lk)] += 1
             cmerged.append(dict(sorted(c.items(), key=lambda kv: (kv[0][0] != 1, kv[0]))))
-        cm_len = np.array([len(c) for c in cmerged], dtype=_INT)
-        self.cm_start = cat([self.cm_start, self._starts(cm_len, self.cm_len)])
-        self.cm_len = cat([self.cm_len, cm_len])
-        self.cm_kind = cat([self.cm_kind, np.array([k for c in cmerged for k, _v in c], dtype=_INT)])
-        self.cm_value = cat([self.cm_value, np.array([v for c in cmerged for _k, v in c], dtype=_INT)])
-        self.cm_count = cat([self.cm_count, np.array([n for c in cmerged for n in c.values()], dtype=_INT)])
+        self._append_lengths("cm_start", "cm_len", np.array([len(c) for c in cmerged], dtype=_INT))
+        self._append("cm_kind", [k for c in cmerged for k, _v in c])
+        self._append("cm_value", [v for c in cmerged for _k, v in c])
+        self._append("cm_count", [n for c in cmerged for n in c.values()])
 
     # ------------------------------------------------------------------ batches
     def nics(self, src: np.ndarray, dst: np.ndarray, tcp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
