@@ -70,3 +70,17 @@ def cli_on_file(tmp_path, data, command: str):
     out = tmp_path / "results"
     result = CliRunner().invoke(app, [command, str(path)] + (["--out", str(out)] if command == "run" else []))
     return result, path, out
+
+
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection: start the corpus only for tests that will run
+def pytest_collection_modifyitems(config, items):
+    """The bad-input corpus (tests/test_badinputs.py) runs in its own process: start it now, beside the
+    rest of the suite, and run its tests last (they only read its outcomes)."""
+    corpus = [item for item in items if item.nodeid.startswith("tests/test_badinputs.py::test_case")]
+    if not corpus:
+        return
+    from tests.test_badinputs import start_corpus
+    out = config._tmp_path_factory.mktemp("corpus") / "outcomes.json"  # pytest's own temporary directories
+    config._badinputs_corpus = (start_corpus(out), out)
+    rest = [item for item in items if item not in corpus]
+    items[:] = rest + corpus
