@@ -15,8 +15,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from netsim.report.display import human_size
-from netsim.report.fabric_view import run_topology
+from netsim.report.fabric_view import run_spec, run_topology
 from netsim.report.workload_panels import table_figure
+from netsim.topology import SWITCH_KINDS
 
 
 def tier_table(links: pd.DataFrame, label: dict[str, str], results_dir: Path | None = None,
@@ -50,23 +51,25 @@ def tier_table(links: pd.DataFrame, label: dict[str, str], results_dir: Path | N
 def _planes(results_dir: Path | None, run_id: str, links: pd.DataFrame,
             default: dict | None) -> tuple[pd.Series | None, str]:
     """Per link of ``links``, the plane (or rail) of the switch it touches (-1: none), when the run's
-    fabric (rebuilt from its spec, else ``default``) has several planes or rails; else (None, "")."""
-    if results_dir is None:
-        return None, ""
-    topo = run_topology(results_dir, run_id, default)
+    fabric (from its spec, else ``default``) has several planes or rails; else (None, "").
+
+    perf: the spec decides first; only a fabric with planes or rails is rebuilt (a 24K-GPU one takes
+    seconds)."""
+    spec = None if results_dir is None else run_spec(results_dir, run_id, default)
+    t = None if spec is None else spec.topology
+    attr = "rail" if t is not None and t.type == "rail_only" else \
+        "plane" if getattr(t, "planes", 1) > 1 else None
+    topo = None if attr is None else run_topology(results_dir, run_id, default)
     if topo is None:
         return None, ""
     nodes = topo.graph.nodes
-    for attr in ("plane", "rail"):
-        if topo.params.get("planes", 1) > 1 and attr == "plane" or topo.params.get("type") == "rail_only" and attr == "rail":
-            switch = np.array([-1] * topo.graph.number_of_nodes())
-            for n, value in nodes(data=attr):
-                if value is not None and nodes[n]["kind"] in ("leaf", "spine", "core"):
-                    switch[n] = value
-            ids = links["link_id"].to_numpy(dtype=np.int64)
-            plane = np.maximum(switch[topo.links.src[ids]], switch[topo.links.dst[ids]])
-            return pd.Series(plane, index=links.index, name=attr), attr
-    return None, ""
+    switch = np.full(topo.graph.number_of_nodes(), -1, dtype=np.int64)
+    for n, value in nodes(data=attr):
+        if value is not None and nodes[n]["kind"] in SWITCH_KINDS:
+            switch[n] = value
+    ids = links["link_id"].to_numpy(dtype=np.int64)
+    plane = np.maximum(switch[topo.links.src[ids]], switch[topo.links.dst[ids]])
+    return pd.Series(plane, index=links.index, name=attr), attr
 
 
 def pod_traffic_figure(results_dir: Path, runs: pd.DataFrame, flows: pd.DataFrame,
