@@ -128,7 +128,7 @@ class ConnectionTable:
         out = {"_n": n}
         for f, c in zip(_FIELDS, self._cols):
             arr = old[f] if have else None
-            if n > cap:
+            if n > cap or arr is None:  # (an empty table has no arrays yet)
                 grown = np.empty(max(n, 2 * cap, 64), dtype=bool if f == "tcp" else np.int64)
                 if have:
                     grown[:have] = arr[:have]
@@ -303,6 +303,24 @@ class ScheduleBuilder:
             n = 1 if after is None or isinstance(after, (int, np.integer)) else \
                 (len(after.ptr) - 1 if isinstance(after, Deps) else len(after))
         return self._append(JOIN, -1, 0.0, after, n=n)
+
+    def extend(self, kind, conn, amount, after: Deps) -> np.ndarray:
+        """Tasks of mixed kinds at once (``kind``, ``conn``, ``amount`` one per task; ``after`` a
+        :class:`Deps` over them), as the typed methods would append them one kind at a time."""
+        kind = np.asarray(kind, dtype=np.int8)
+        n = len(kind)
+        if len(after.ptr) != n + 1:
+            raise ValueError(f"dependencies for {len(after.ptr) - 1} tasks given to {n} tasks")
+        if len(after.idx) and (after.idx.min() < 0 or after.idx.max() >= self.n_tasks + n):
+            raise ValueError("a dependency names a task that does not exist")
+        first = self.n_tasks
+        self._kind.append(kind)
+        self._conn.append(np.asarray(conn, dtype=np.int64))
+        self._amount.append(np.asarray(amount, dtype=np.float64))
+        self._counts.append(np.diff(after.ptr))
+        self._idx.append(np.asarray(after.idx, dtype=np.int64))
+        self.n_tasks += n
+        return np.arange(first, first + n, dtype=np.int64)
 
     def build(self) -> Schedule:
         """The schedule of everything appended so far."""

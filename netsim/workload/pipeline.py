@@ -46,7 +46,9 @@ from netsim.routing.base import Connection
 from netsim.topology import Topology
 from netsim.workload.moe import MoEPlan, read_picks
 from netsim.workload.speeds import ComputeSpeeds
+from netsim.workload.iteration import compilable, compile_iteration
 from netsim.workload.training import (
+    BREAKDOWN,
     GPU_PROFILES,
     GPTModel,
     GPUProfile,
@@ -54,8 +56,6 @@ from netsim.workload.training import (
     one_f_one_b_order,
     partition_layers,
 )
-
-BREAKDOWN = ("compute_s", "tp_s", "pp_s", "dp_s", "ep_s", "bubble_s")
 
 
 @dataclass(frozen=True)
@@ -627,21 +627,30 @@ def run_training(env: simpy.Environment, fabric: Fabric, plan: TrainingPlan, *, 
         if comm.tcp:
             fabric.use_tcp(plan.job, comm.comm)
     flops = plan.iteration_flops()
+    compiled = compile_iteration(plan, fabric.topology.gpu_host) if compilable(plan, speeds) else None
     for _ in range(iterations):
         it = sum(1 for r in iteration_records if r.job == plan.job)
         start = env.now
-        state = _Iteration(env, fabric, plan, it, records, ideal, speeds)
-        procs = [env.process(state.stage(s, d)) for s in range(plan.par.pp) for d in range(plan.par.dp)]
-        yield env.all_of(procs)
+        if compiled is not None:
+            run = run_schedule(env, fabric, compiled.schedule)
+            yield run.done
+            times = np.array(run.times)
+            account = compiled.accounts(times)
+            records.extend(compiled.records(times, it, ideal, fabric.tolerance_s))
+        else:
+            state = _Iteration(env, fabric, plan, it, records, ideal, speeds)
+            procs = [env.process(state.stage(s, d)) for s in range(plan.par.pp) for d in range(plan.par.dp)]
+            yield env.all_of(procs)
+            account = state.account
         total = env.now - start
-        n = len(state.account)
-        mean = {k: sum(a[k] for a in state.account.values()) / n for k in BREAKDOWN[:-1]}
+        n = len(account)
+        mean = {k: sum(a[k] for a in account.values()) / n for k in BREAKDOWN[:-1]}
         bubble = total - sum(mean.values())
         mean["bubble_s"] = 0.0 if abs(bubble) <= 1e-12 * total else bubble  # rounding noise of the sum
         iteration_records.append(IterationRecord(plan.job, it, start, env.now, **mean, flops=flops,
                                                  world=plan.par.world))
         if accounts is not None:
-            accounts.append(state.account)
+            accounts.append(account)
 
 
 def stage_speeds(plan: TrainingPlan, accounts: dict[tuple[int, int], dict[str, float]]) -> list[float]:

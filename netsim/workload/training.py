@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 from netsim.errors import ConfigError
 
+#: An iteration's time per stage process, in parts that sum to it (see :mod:`netsim.workload.pipeline`).
+BREAKDOWN = ("compute_s", "tp_s", "pp_s", "dp_s", "ep_s", "bubble_s")
+
 
 @dataclass(frozen=True)
 class GPTModel:

@@ -1,0 +1,134 @@
+"""The compiled training iteration (netsim.workload.iteration): one schedule per iteration gives exactly
+what the stage processes gave, and a fragment copy is the call built again."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import netsim.workload.pipeline as pipeline
+from netsim.collectives import get_algorithm
+from netsim.config import parse_spec
+from netsim.engine.fragment import Fragment, append_fragments
+from netsim.engine.model import ScheduleBuilder
+from netsim.experiment import run_experiment
+from netsim.workload.iteration import compilable, compile_iteration
+from tests.test_training_properties import SETTINGS, training_cases
+
+ENGINE = dict(ideal=True, congestion=False, record_flows=True)
+
+
+def _run(case: dict, compiled: bool) -> tuple:
+    """The run's iterations, calls and flows, with the iteration compiled or run by the stage processes."""
+    with pytest.MonkeyPatch.context() as m:
+        if not compiled:
+            m.setattr(pipeline, "compilable", lambda plan, speeds: False)
+        result = run_experiment(parse_spec({**case, "engine": ENGINE}))
+    iterations = [(i.job, i.iteration, i.start_s, i.end_s, i.compute_s, i.tp_s, i.pp_s, i.dp_s, i.ep_s, i.bubble_s)
+                  for i in result.iterations]
+    calls = sorted((c.job, c.iteration, c.label, c.comm, c.op, c.algorithm, c.size_bytes, c.n_ranks, c.start_s,
+                    c.end_s, c.ideal_s, c.bound_s, c.slack_s) for c in result.collectives)
+    fl = result.fabric.flow_columns()
+    flows = sorted(zip(fl["connection"].tolist(), fl["end_s"].tolist(), fl["start_s"].tolist(),
+                       fl["size_bytes"].tolist()))
+    return iterations, calls, flows, result.sim_time_s
+
+
+def _same(a, b) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        numbers = [k for k, v in enumerate(x) if isinstance(v, float)]
+        assert [v for k, v in enumerate(x) if k not in numbers] == [v for k, v in enumerate(y) if k not in numbers]
+        np.testing.assert_allclose([x[k] for k in numbers], [y[k] for k in numbers], rtol=1e-9, atol=1e-15)
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(case=training_cases())
+def test_a_compiled_iteration_gives_what_the_stage_processes_gave(case):
+    """Random dense jobs (TP/PP/DP, buckets with and without overlap, sharded optimizers, per-layer TP,
+    every routing policy, mixed NIC families over TCP): identical iterations, breakdowns, calls with
+    their ideals and bounds, and messages."""
+    processes = _run(case, False)
+    compiled = _run(case, True)
+    for a, b in zip(processes[:3], compiled[:3]):
+        _same(a, b)
+    assert compiled[3] == pytest.approx(processes[3], rel=1e-12)
+
+
+def test_dense_jobs_are_compiled_and_moe_or_slow_gpus_are_not():
+    from netsim.workload.pipeline import plan_training
+    from netsim.topology import leaf_spine
+
+    topo = leaf_spine(leaves=1, spines=1, hosts_per_leaf=2, gpus_per_host=4, nics_per_host=1,
+                      nic_bandwidth_Bps=1e10, uplink_bandwidth_Bps=1e10, intra_bandwidth_Bps=1e11)
+    spec = parse_spec({"name": "t", "topology": {"type": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 2,
+                                                 "gpus_per_host": 4, "nics_per_host": 1,
+                                                 "nic": {"bandwidth": "100Gbps"}, "uplink": {"bandwidth": "100Gbps"},
+                                                 "intra_host": {"bandwidth": "100GB/s"}},
+                       "workload": {"type": "training", "model": {"layers": 4, "hidden": 64, "heads": 4,
+                                                                  "seq_len": 32, "vocab": 256, "micro_batch": 1,
+                                                                  "global_batch": 4},
+                                    "parallelism": {"tp": 2, "pp": 2, "dp": 2}}})
+    plan = plan_training(spec.workload, list(range(8)), topo)
+    assert compilable(plan, None) and not compilable(plan, {"gpu": 1})
+    it = compile_iteration(plan, topo.gpu_host)
+    # 2 stages x 2 micro-batches x (F + B) passes per replica, each a compute delay and a TP call
+    assert sum(len(a) for _s, a, _b in it.spans["compute_s"]) == 2 * 2 * 2 * 2
+    assert sum(len(c.comms) for c in it.calls if c.label == "tp") == 2 * 2 * 2 * 2
+    assert {c.op for c in it.calls if c.label == "dp"} == {"allreduce"}
+
+
+OPS = [("allreduce", "ring"), ("allreduce", "tree"), ("allreduce", "direct"), ("allreduce", "hierarchical"),
+       ("reduce_scatter", "ring"), ("allgather", "ring"), ("allreduce", "halving_doubling")]
+
+
+@given(op=st.sampled_from(OPS), hosts=st.sampled_from([1, 2, 4]), per_host=st.sampled_from([1, 2]),
+       channels=st.integers(1, 3), copies=st.integers(1, 4), data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_a_fragment_copy_is_the_call_built_again(op, hosts, per_host, channels, copies, data):
+    """Each copy of a recorded call has the tasks, dependencies (its ranks' ready tasks in place of the
+    placeholders) and connections that building the call on the copy's GPUs appends."""
+    op, alg = op
+    n = hosts * per_host
+    build = get_algorithm(op, alg)
+    gpu_host = np.repeat(np.arange(64), per_host)
+    chosen = sorted(data.draw(st.lists(st.integers(0, 7), min_size=hosts, max_size=hosts, unique=True)))
+    first = [h * per_host + k for h in chosen for k in range(per_host)]
+    if alg != "hierarchical":  # any rank order (hierarchical wants each host's ranks together)
+        first = data.draw(st.permutations(first))
+    groups = np.array([[g + 16 * per_host * c for g in first] for c in range(copies)])  # the same shape shifted
+    v = np.argsort(np.argsort(groups[0]))
+    host = np.empty(n, dtype=np.int64)
+    host[v] = np.unique(gpu_host[groups[0]], return_inverse=True)[1]
+    frag = Fragment.record(n, lambda b, ready: build(b, v.tolist(), 1e6, channels=channels, ready=ready,
+                                                     gpu_host=host))
+    fast, slow = ScheduleBuilder(), ScheduleBuilder()
+    ready_f = fast.delay(np.arange(1.0, copies * n + 1)).reshape(copies, n)
+    ready_s = slow.delay(np.arange(1.0, copies * n + 1)).reshape(copies, n)
+    placed = np.sort(groups, axis=1)
+    comm = np.repeat(np.arange(1, copies + 1), len(frag.conn_src))
+    conns = fast.connect(placed[:, frag.conn_src].ravel(), placed[:, frag.conn_dst].ravel(),
+                         np.tile(frag.conn_channel, copies), 0, comm, np.tile(frag.conn_tcp, copies))
+    _first, done = append_fragments(fast, frag, ready_f, conns.reshape(copies, -1))
+    for c, g in enumerate(groups):
+        build(slow, g.tolist(), 1e6, channels=channels, ready=ready_s[c], comm=c + 1, gpu_host=gpu_host)
+    a, b = fast.build(), slow.build()
+    m = len(b)
+    assert len(a) == m + copies and done.tolist() == list(range(m, m + copies))
+    np.testing.assert_array_equal(a.kind[:m], b.kind)
+    np.testing.assert_array_equal(a.amount[:m], b.amount)
+    np.testing.assert_array_equal(a.dep_ptr[:m + 1], b.dep_ptr)
+    np.testing.assert_array_equal(a.dep_idx[:len(b.dep_idx)], b.dep_idx)
+    cols = ("src", "dst", "channel", "comm", "tcp")
+    sends = b.kind == 0
+    for col in cols:
+        np.testing.assert_array_equal(a.connections.column(col)[a.conn[:m][sends]],
+                                      b.connections.column(col)[b.conn[sends]])
+    # the done JOIN of each copy waits for every task of the copy that nothing else waits for
+    per_copy = (m - copies * n) // copies
+    for c in range(copies):
+        lo = copies * n + c * per_copy
+        expected = {lo + int(t) for t in frag.sinks} if len(frag) else set(ready_f[c].tolist())
+        assert set(a.deps(m + c).tolist()) == expected
