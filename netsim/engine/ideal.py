@@ -64,6 +64,8 @@ class PairModel:
         self._sigs: np.ndarray | None = None
         self._flows: dict[tuple, float] = {}
         self._uniform: dict[tuple[int, int, bool], bool] = {}
+        #: :meth:`table`'s pair structures: (rate, delay, uniform, forced links' positions on the first path)
+        self._shapes: dict[tuple, tuple[float, float, bool, list[int]]] = {}
         #: perf: pairs with more equal-cost paths than this are computed from arrays (:meth:`_pair_arrays`)
         self.many_paths = 32
         nic_host = {nic: h for h, (_m, _g, _b, nics) in enumerate(topology.hosts) for nic in nics}
@@ -250,10 +252,17 @@ class PairModel:
         group = group.ravel()
         ptr0, links0 = ps.links(np.zeros(n, dtype=np.int64))  # every pair's first path
         rates, delays, uniform, positions = np.empty(len(first)), np.empty(len(first)), np.empty(len(first), bool), []
-        for g, i in enumerate(first.tolist()):
-            rates[g], delays[g], forced = self.pair(int(s[i]), int(d[i]), bool(t[i]))
-            uniform[g] = self._uniform[(int(s[i]), int(d[i]), bool(t[i]))]
-            positions.append([k for k, lk in enumerate(links0[ptr0[i]:ptr0[i + 1]].tolist()) if lk in forced])
+        for g, (i, key) in enumerate(zip(first.tolist(), map(tuple, shape[first].tolist()))):
+            # perf: a structure met in an earlier call is not asked again (a training job's DP groups
+            # are thousands of GPU pairs of a few structures)
+            hit = self._shapes.get(key)
+            if hit is None:
+                rate, delay, forced = self.pair(int(s[i]), int(d[i]), bool(t[i]))
+                hit = self._shapes[key] = (rate, delay, self._uniform[(int(s[i]), int(d[i]), bool(t[i]))],
+                                           [k for k, lk in enumerate(links0[ptr0[i]:ptr0[i + 1]].tolist())
+                                            if lk in forced])
+            rates[g], delays[g], uniform[g] = hit[:3]
+            positions.append(hit[3])
         n_pos = np.array([len(p) for p in positions], dtype=np.int64)
         last = np.array([p[-1] if p else -1 for p in positions], dtype=np.int64)
         pos_ptr = np.concatenate(([0], np.cumsum(n_pos)))

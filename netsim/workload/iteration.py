@@ -20,8 +20,9 @@ collective records from the tasks' done times, with the stage processes' exact d
 exposed TP/PP/DP, bubble). ``tests/test_iteration.py`` holds the compiled iteration equal to the
 stage processes on random jobs, fabrics and policies.
 
-Not compiled (run by the stage processes): MoE layers, whose rendezvous and expert times are drawn
-per call, and slow GPUs, whose compute factor is read at the instant a pass starts.
+MoE layers are compiled too (:mod:`netsim.workload.iteration_moe`), anew each iteration since their
+token picks are drawn per call. Not compiled (run by the stage processes): slow GPUs, whose compute
+factor is read at the instant a pass starts.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 from netsim.collectives import CollectiveRecord, get_algorithm
 from netsim.engine.fragment import Fragment, append_fragments
 from netsim.engine.model import Deps, Schedule, ScheduleBuilder
+from netsim.workload.iteration_moe import MoECall, moe_layer, moe_records
 from netsim.workload.training import BREAKDOWN, one_f_one_b_order
 
 if TYPE_CHECKING:
@@ -67,6 +69,9 @@ class CompiledIteration:
     spans: dict[str, list[tuple[int, np.ndarray, np.ndarray]]]
     #: pipeline waits ``(stage, waiting since, posted at, received)``: adds ``T[recv] - max(T[since], T[posted])``
     waits: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]
+    #: per breakdown part, constants ``(stage, replica, seconds)`` (an MoE replica's own expert time)
+    consts: dict[str, list[tuple[int, int, float]]]
+    moe_calls: list[MoECall]
 
     def accounts(self, times: np.ndarray) -> dict[tuple[int, int], dict[str, float]]:
         """Per (stage, replica), its breakdown, as the stage processes account it."""
@@ -78,10 +83,13 @@ class CompiledIteration:
                 acc[stage] += times[b] - times[a]
         for stage, since, posted, recv in self.waits:
             parts["pp_s"][stage] += times[recv] - np.maximum(times[since], times[posted])
+        for part, items in self.consts.items():
+            for stage, replica, seconds in items:
+                parts[part][stage, replica] += seconds
         return {(s, d): {k: float(parts[k][s, d]) for k in BREAKDOWN} for s in range(p) for d in range(dp)}
 
-    def records(self, times: np.ndarray, iteration: int, ideal: IdealModel | None,
-                tolerance_s: float) -> list[CollectiveRecord]:
+    def records(self, times: np.ndarray, iteration: int, ideal: IdealModel | None, tolerance_s: float,
+                gpu_host: np.ndarray) -> list[CollectiveRecord]:
         """Every call of the iteration as a record, in order of completion."""
         out = []
         job = self.plan.job
@@ -94,28 +102,34 @@ class CompiledIteration:
                     job, iteration, c.op, c.algorithm, c.size_bytes, len(comm.gpus), c.channels, start, end,
                     ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,
                     slack_s=tolerance_s * bound.chain if bound else 0.0, label=c.label, comm=comm.comm))
+        out += moe_records(self.moe_calls, times, self.plan, iteration, ideal, tolerance_s, gpu_host)
         out.sort(key=lambda r: (r.end_s, r.start_s))
         return out
 
 
 def compilable(plan: TrainingPlan, speeds) -> bool:
-    """Whether :func:`compile_iteration` covers the job (dense models at fixed GPU speeds)."""
-    return plan.experts is None and not speeds
+    """Whether :func:`compile_iteration` covers the job (every job whose GPUs keep their speed)."""
+    return not speeds
 
 
-def compile_iteration(plan: TrainingPlan, gpu_host: np.ndarray) -> CompiledIteration:
-    """One iteration of ``plan`` as one schedule (see the module docstring)."""
-    return _Compiler(plan, np.asarray(gpu_host)).run()
+def compile_iteration(plan: TrainingPlan, gpu_host: np.ndarray, iteration: int = 0) -> CompiledIteration:
+    """Iteration ``iteration`` of ``plan`` as one schedule (see the module docstring; only an MoE job's
+    depends on ``iteration``, through its drawn picks)."""
+    return _Compiler(plan, np.asarray(gpu_host), iteration).run()
 
 
 @dataclass
 class _Compiler:
     plan: TrainingPlan
     gpu_host: np.ndarray
+    iteration: int = 0
     b: ScheduleBuilder = field(default_factory=ScheduleBuilder)
     calls: list[_Calls] = field(default_factory=list)
     spans: dict = field(default_factory=lambda: {k: [] for k in BREAKDOWN})
     waits: list = field(default_factory=list)
+    consts: dict = field(default_factory=lambda: {"compute_s": [], "ep_s": []})
+    moe_calls: list = field(default_factory=list)
+    _picks: dict = field(default_factory=dict)
     _fragments: dict = field(default_factory=dict)
     _groups: dict = field(default_factory=dict)
     _pp_conns: dict = field(default_factory=dict)
@@ -146,7 +160,8 @@ class _Compiler:
                 raise RuntimeError("the pipeline order waits for a send no stage makes")
         ends = [self._gradients(s, prev[s], arrivals[s]) for s in range(p)]
         self.b.join(after=[np.concatenate(ends).tolist()], n=1)
-        return CompiledIteration(self.b.build(), plan, self.calls, self.spans, self.waits)
+        return CompiledIteration(self.b.build(), plan, self.calls, self.spans, self.waits, self.consts,
+                                 self.moe_calls)
 
     def _op(self, s: int, op: str, j: int, last: bool, prev: np.ndarray, posts: dict,
             arrivals: dict[int, np.ndarray]) -> np.ndarray:
@@ -161,27 +176,86 @@ class _Compiler:
         overlap = op == "B" and last and plan.par.overlap_dp and plan.par.dp > 1
         pieces = plan.spec.dp_buckets if overlap else 1
         compute_s = plan.forward_s(s) if op == "F" else plan.backward_s(s)
-        if plan.spec.tp_granularity == "layer" and plan.par.tp > 1:
-            steps, size = 2 * plan.partition[s], plan.model.activation_bytes()
+        if plan.experts is not None:
+            prev = self._moe_pass(s, op, j, prev, compute_s, pieces if overlap else 0, arrivals)
         else:
-            steps, size = pieces, plan.tp_bytes(s) / pieces
-        fired = 0
-        for i in range(steps):
-            compute = self.b.delay(np.full(len(prev), compute_s / steps), after=prev)
-            self.spans["compute_s"].append((s, prev, compute))
-            prev = compute
-            if plan.par.tp > 1 and size > 0:
-                c = plan.spec.tp_comm
-                prev = self._call("tp", "allreduce", c.algorithm, s, size, c.channels, "tp", compute)
-                self.spans["tp_s"].append((s, compute, prev))
-            if overlap:
-                while fired < (i + 1) * pieces // steps:
-                    arrivals[fired] = prev
-                    fired += 1
+            prev = self._dense_pass(s, prev, compute_s, pieces if overlap else 0, arrivals)
         nxt = s + 1 if op == "F" else s - 1
         if 0 <= nxt < plan.par.pp:
             posts[(op, nxt, j)] = (prev, self._send(s, nxt, prev))
         return prev
+
+    def _dense_pass(self, s: int, prev: np.ndarray, compute_s: float, buckets: int,
+                    arrivals: dict[int, np.ndarray]) -> np.ndarray:
+        """One pass of a dense stage: compute in steps, each followed by its TP allreduce; with ``buckets``
+        (the last backward under ``overlap_dp``) the gradient buckets become ready along the steps."""
+        plan = self.plan
+        if plan.spec.tp_granularity == "layer" and plan.par.tp > 1:
+            steps, size = 2 * plan.partition[s], plan.model.activation_bytes()
+        else:
+            steps, size = max(buckets, 1), plan.tp_bytes(s) / max(buckets, 1)
+        fired = 0
+        for i in range(steps):
+            prev = self._compute(s, prev, compute_s / steps)
+            prev = self._tp(s, prev, size)
+            while fired < (i + 1) * buckets // steps:
+                arrivals[fired] = prev
+                fired += 1
+        return prev
+
+    def _moe_pass(self, s: int, op: str, micro: int, prev: np.ndarray, compute_s: float, buckets: int,
+                  arrivals: dict[int, np.ndarray]) -> np.ndarray:
+        """One pass of an MoE model's stage, layer by layer: the layer's compute and TP allreduce, and in
+        MoE layers the EP layer (forward: after attention; backward: before it)."""
+        plan = self.plan
+        layers = list(plan.stage_layers(s))
+        flops = plan.layer_flops(s)
+        weights = [f / sum(flops) for f in flops]
+        if op == "B":
+            layers, weights = layers[::-1], weights[::-1]
+        size = plan.tp_bytes(s) / len(layers)
+        fired = 0
+        for i, (layer, weight) in enumerate(zip(layers, weights)):
+            if op == "B" and plan.experts.is_moe(layer):
+                prev = self._moe(s, layer, micro, op, prev)
+            prev = self._tp(s, self._compute(s, prev, compute_s * weight), size)
+            if op == "F" and plan.experts.is_moe(layer):
+                prev = self._moe(s, layer, micro, op, prev)
+            while fired < (i + 1) * buckets // len(layers):
+                arrivals[fired] = prev
+                fired += 1
+        return prev
+
+    def _compute(self, s: int, prev: np.ndarray, seconds: float) -> np.ndarray:
+        compute = self.b.delay(np.full(len(prev), seconds), after=prev)
+        self.spans["compute_s"].append((s, prev, compute))
+        return compute
+
+    def _tp(self, s: int, prev: np.ndarray, size: float) -> np.ndarray:
+        plan = self.plan
+        if plan.par.tp == 1 or size <= 0:
+            return prev
+        c = plan.spec.tp_comm
+        done = self._call("tp", "allreduce", c.algorithm, s, size, c.channels, "tp", prev)
+        self.spans["tp_s"].append((s, prev, done))
+        return done
+
+    def _moe(self, s: int, layer: int, micro: int, op: str, prev: np.ndarray) -> np.ndarray:
+        """The MoE layer of every EP group of stage ``s``: each group's replicas meet, run it, go on."""
+        ep = self.plan.spec.moe.ep
+        out = np.empty_like(prev)
+        for group in range(len(prev) // ep):
+            reps = np.arange(group * ep, (group + 1) * ep)
+            meet = int(self.b.join(after=[prev[reps].tolist()], n=1)[0])
+            calls, expert_s, done = moe_layer(self.b, self.plan, self.gpu_host, self.iteration, s, group, layer,
+                                              micro, op, meet, self._picks)
+            self.moe_calls.extend(calls)
+            out[reps] = done
+            for position, d in enumerate(reps.tolist()):
+                self.consts["compute_s"].append((s, d, float(expert_s[position])))
+                self.consts["ep_s"].append((s, d, -float(expert_s[position])))
+        self.spans["ep_s"].append((s, prev, out))
+        return out
 
     def _send(self, src_stage: int, dst_stage: int, after: np.ndarray) -> np.ndarray:
         """One message per TP rank of every replica to its peer on ``dst_stage``; per replica, when all arrived."""
@@ -212,6 +286,9 @@ class _Compiler:
             meet = self.b.join(after=[ready.tolist() + ([before] if before >= 0 else [])], n=1)
             op = "reduce_scatter" if plan.par.sharded_optimizer else "allreduce"
             done = self._call("dp", op, c.algorithm, s, plan.grad_bytes(s) * share, c.channels, "dp", meet)
+            if plan.edp_groups:  # MoE: each routed expert's gradients over its replicas in the other EP groups
+                done = np.concatenate([done, self._call("edp", "allreduce", c.algorithm, s,
+                                                        plan.expert_grad_bytes(s) * share, c.channels, "edp", meet)])
             synced = self.b.join(after=[done.tolist()], n=1)
             if plan.par.sharded_optimizer and bucket == n_buckets - 1:
                 done = self._call("dp", "allgather", c.algorithm, s, plan.param_bytes(s), c.channels, "dp", synced)
@@ -226,7 +303,7 @@ class _Compiler:
     def _call(self, kind: str, op: str, algorithm: str, s: int, size: float, channels: int, label: str,
               ready: np.ndarray) -> np.ndarray:
         """The calls of ``op`` on stage ``s``'s ``kind`` groups (TP: one per replica, ``ready`` one task
-        each; DP: one per TP index, all after ``ready[0]``); per call, its end."""
+        each; DP and expert DP: one per group, all after ``ready[0]``); per call, its end."""
         comms = self._comms(kind, s)
         ready = np.broadcast_to(ready, (len(comms),))
         done = np.empty(len(comms), dtype=np.int64)
@@ -241,6 +318,8 @@ class _Compiler:
         plan = self.plan
         if kind == "tp":
             return [plan.tp_groups[(s, d)] for d in range(plan.par.dp)]
+        if kind == "edp":
+            return [plan.edp_groups[(s, k, e)] for k in range(plan.par.tp) for e in range(plan.spec.moe.ep)]
         return [plan.dp_groups[(s, k)] for k in range(plan.par.tp)]
 
     def _copies(self, kind: str, s: int, op: str, algorithm: str, size: float, channels: int) -> list:

@@ -47,6 +47,7 @@ from netsim.topology import Topology
 from netsim.workload.moe import MoEPlan, read_picks
 from netsim.workload.speeds import ComputeSpeeds
 from netsim.workload.iteration import compilable, compile_iteration
+from netsim.workload.iteration_moe import alltoallv_record
 from netsim.workload.training import (
     BREAKDOWN,
     GPU_PROFILES,
@@ -488,25 +489,8 @@ class _Iteration:
 
     def _record_alltoallv(self, comm: Communicator, matrix: np.ndarray, start: float, end: float, label: str,
                           offsets: np.ndarray | None) -> None:
-        """One all-to-all-v call; with ``offsets`` (when each rank became ready after the first) its
-        ideal and bound start each rank at its offset, so experts' skew is not counted against the fabric."""
-        algorithm = self.plan.spec.moe.algorithm
-        n = len(comm.gpus)
-        size = float(matrix.sum() - np.trace(matrix)) / n
-        bound = None
-        if self.ideal is not None and offsets is None:
-            bound = self.ideal.ideal("alltoallv", algorithm, comm.gpus, 0.0, tcp=comm.tcp, matrix=matrix)
-        elif self.ideal is not None:
-            b = ScheduleBuilder()
-            build = get_algorithm("alltoallv", algorithm)
-            build(b, list(comm.gpus), 0.0, tcp=comm.tcp, gpu_host=self.fabric.topology.gpu_host, matrix=matrix,
-                  ready=b.delay(offsets))
-            key = ("alltoallv+offsets", algorithm, comm.gpus, comm.tcp, matrix.tobytes(), offsets.tobytes())
-            bound = self.ideal.of_schedule(key, b.build(), n, comm.tcp)
-        self.records.append(CollectiveRecord(
-            self.plan.job, self.iteration, "alltoallv", algorithm, size, n, 1, start, end,
-            ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,
-            slack_s=self.fabric.tolerance_s * bound.chain if bound else 0.0, label=label, comm=comm.comm))
+        self.records.append(alltoallv_record(self.plan, comm, matrix, start, end, label, offsets, self.iteration,
+                                             self.ideal, self.fabric.tolerance_s, self.fabric.topology.gpu_host))
 
     # ------------------------------------------------------------------ pipeline sends
     def _send(self, direction: str, src_stage: int, dst_stage: int, replica: int, micro: int) -> None:
@@ -627,16 +611,18 @@ def run_training(env: simpy.Environment, fabric: Fabric, plan: TrainingPlan, *, 
         if comm.tcp:
             fabric.use_tcp(plan.job, comm.comm)
     flops = plan.iteration_flops()
-    compiled = compile_iteration(plan, fabric.topology.gpu_host) if compilable(plan, speeds) else None
+    compiled = None
     for _ in range(iterations):
         it = sum(1 for r in iteration_records if r.job == plan.job)
         start = env.now
-        if compiled is not None:
+        if compilable(plan, speeds):
+            if compiled is None or plan.experts is not None:  # (MoE: the picks are drawn per iteration)
+                compiled = compile_iteration(plan, fabric.topology.gpu_host, it)
             run = run_schedule(env, fabric, compiled.schedule)
             yield run.done
             times = np.array(run.times)
             account = compiled.accounts(times)
-            records.extend(compiled.records(times, it, ideal, fabric.tolerance_s))
+            records.extend(compiled.records(times, it, ideal, fabric.tolerance_s, fabric.topology.gpu_host))
         else:
             state = _Iteration(env, fabric, plan, it, records, ideal, speeds)
             procs = [env.process(state.stage(s, d)) for s in range(plan.par.pp) for d in range(plan.par.dp)]
