@@ -57,6 +57,66 @@ def test_a_compiled_iteration_gives_what_the_stage_processes_gave(case):
     assert compiled[3] == pytest.approx(processes[3], rel=1e-12)
 
 
+@settings(max_examples=4, **SETTINGS)
+@given(case=training_cases())
+def test_the_gpipe_order_compiled_gives_what_the_stage_processes_gave(case):
+    """GPipe (every forward, then every backward in reverse) in both executions."""
+    case["workload"]["parallelism"]["schedule"] = "gpipe"
+    processes, compiled = _run(case, False), _run(case, True)
+    for a, b in zip(processes[:3], compiled[:3]):
+        _same(a, b)
+
+
+SLOW_GPU = {"profile": "a100", "peak_tflops": 1e-6, "efficiency": 1.0}  # compute dwarfs every send
+
+
+def _recurrence(order: list, forward: list[float], backward: list[float], p: int) -> float:
+    """An iteration of compute only: each pass starts when its stage is free and its input has arrived."""
+    n_virtual, done, free, pos = len(forward), {}, [0.0] * p, [0] * p
+    while any(pos[s] < len(order[s]) for s in range(p)):
+        for s in range(p):
+            while pos[s] < len(order[s]):
+                op, j, chunk = order[s][pos[s]]
+                g = chunk * p + s
+                need = ("F", g - 1, j) if op == "F" and g > 0 else \
+                    ("B", g + 1, j) if op == "B" and g < n_virtual - 1 else None
+                if need is not None and need not in done:
+                    break
+                free[s] = max(free[s], done.get(need, 0.0)) + (forward[g] if op == "F" else backward[g])
+                done[(op, g, j)] = free[s]
+                pos[s] += 1
+    return max(free)
+
+
+@pytest.mark.parametrize("schedule, v", [("1f1b", 1), ("gpipe", 1), ("interleaved", 2), ("interleaved", 3)])
+@pytest.mark.parametrize("p, per_stage", [(2, 1), (2, 3), (4, 1), (4, 2)])
+def test_pipeline_schedules_take_their_recurrence_and_interleaving_shrinks_the_bubble(schedule, v, p, per_stage):
+    """Compute-bound jobs (sends negligible): the iteration is the order's recurrence over the virtual
+    stages' compute; with equal stages 1F1B and GPipe take (m + p - 1)(f + b) and interleaving v chunks
+    cuts the bubble to (p - 1)(f + b) / v, f and b a whole stage's (Narayanan et al., SC'21)."""
+    from netsim.workload.training import pipeline_order
+
+    m = p * per_stage
+    layers = 12 * p * v
+    topology = {"type": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 1, "gpus_per_host": p,
+                "nics_per_host": 1, "nic": {"bandwidth": "100Gbps"}, "uplink": {"bandwidth": "100Gbps"},
+                "intra_host": {"bandwidth": "100GB/s", "latency": "1us"}}
+    workload = {"type": "training", "gpu": SLOW_GPU, "model": {"layers": layers, "hidden": 64, "heads": 4,
+                "seq_len": 32, "vocab": 1, "micro_batch": 1, "global_batch": m},
+                "parallelism": {"tp": 1, "pp": p, "dp": 1, "schedule": schedule, "virtual_stages": v}}
+    r = run_experiment(parse_spec({"name": "pp", "topology": topology, "workload": workload,
+                                   "engine": {"ideal": False}}))
+    (it,) = r.iterations
+    vplan = r.jobs[0].plan.virtual()
+    forward = [vplan.forward_s(g) for g in range(p * v)]
+    backward = [vplan.backward_s(g) for g in range(p * v)]
+    assert it.duration_s == pytest.approx(_recurrence(pipeline_order(schedule, p, m, v), forward, backward, p),
+                                          rel=1e-6)
+    f, b = forward[0], backward[0]  # a chunk's (the last adds the logits of a one-word vocabulary: 0.1% of a layer)
+    assert it.duration_s == pytest.approx((m * v + p - 1) * (f + b), rel=3e-3)  # = (m + (p - 1) / v) x a stage's
+    assert it.compute_s + it.bubble_s + it.pp_s == pytest.approx(it.duration_s, rel=1e-9)
+
+
 @st.composite
 def moe_cases(draw) -> dict:
     """A small MoE job on a 2 x 2 leaf-spine of 4-GPU hosts: EP over some of the DP replicas, dense
@@ -169,3 +229,25 @@ def test_a_fragment_copy_is_the_call_built_again(op, hosts, per_host, channels, 
         lo = copies * n + c * per_copy
         expected = {lo + int(t) for t in frag.sinks} if len(frag) else set(ready_f[c].tolist())
         assert set(a.deps(m + c).tolist()) == expected
+
+
+@pytest.mark.parametrize("parallelism, batch, path, message", [
+    ({"pp": 2, "virtual_stages": 2}, 2, "workload.parallelism.virtual_stages", "needs schedule: interleaved"),
+    ({"pp": 2, "schedule": "interleaved"}, 2, "workload.parallelism.schedule", "virtual_stages >= 2"),
+    ({"pp": 1, "schedule": "interleaved", "virtual_stages": 2}, 2, "workload.parallelism.schedule", "pp >= 2"),
+    ({"pp": 4, "schedule": "interleaved", "virtual_stages": 2}, 2, "workload.model.global_batch", "multiple of pp"),
+    ({"pp": 4, "schedule": "interleaved", "virtual_stages": 4}, 4, "workload.parallelism.virtual_stages",
+     "cannot fill"),
+])
+def test_bad_pipeline_schedules_are_refused_at_their_path(parallelism, batch, path, message):
+    from netsim.errors import ConfigError
+
+    spec = {"name": "x", "topology": {"type": "leaf_spine", "leaves": 1, "spines": 1, "hosts_per_leaf": 1,
+                                      "gpus_per_host": 4, "nics_per_host": 1, "nic": {"bandwidth": "100Gbps"},
+                                      "uplink": {"bandwidth": "100Gbps"}, "intra_host": {"bandwidth": "100GB/s"}},
+            "workload": {"type": "training", "parallelism": parallelism,
+                         "model": {"layers": 8, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 256,
+                                   "micro_batch": 1, "global_batch": batch}}}
+    with pytest.raises(ConfigError) as err:
+        parse_spec(spec)
+    assert err.value.path.startswith(path) and message in err.value.message

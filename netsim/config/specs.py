@@ -196,6 +196,12 @@ class ParallelismSpec(_Spec):
     sharded_optimizer: bool = False
     #: Gradient synchronisation overlapped with the last micro-batch's backward (in ``dp_buckets``).
     overlap_dp: bool = False
+    #: The pipeline order: ``1f1b`` (PipeDream-Flush), ``interleaved`` (Megatron's interleaved 1F1B over
+    #: ``virtual_stages`` model chunks per stage, as Llama 3 trained) or ``gpipe`` (all forwards, then
+    #: all backwards).
+    schedule: Literal["1f1b", "interleaved", "gpipe"] = "1f1b"
+    #: Model chunks per pipeline stage (``interleaved`` only; 1 otherwise).
+    virtual_stages: _count(MAX_COUNT) = 1
 
 
 class GPUSpec(_Spec):
@@ -276,6 +282,26 @@ class MoESpec(_Spec):
     combine_bytes: _count(16) | None = None
 
 
+def _check_schedule(w: TrainingWorkload, micro_batches: int) -> None:
+    """The pipeline order's constraints (Megatron's, for the interleaved schedule)."""
+    par, v = w.parallelism, w.parallelism.virtual_stages
+    if par.schedule != "interleaved":
+        if v != 1:
+            raise _FieldError(f"virtual_stages ({v}) needs schedule: interleaved", "parallelism.virtual_stages")
+        return
+    if par.pp < 2 or v < 2:
+        raise _FieldError(f"the interleaved schedule needs pp >= 2 and virtual_stages >= 2 (got pp {par.pp}, "
+                          f"virtual_stages {v})", "parallelism.schedule")
+    if micro_batches % par.pp:
+        raise _FieldError(f"the interleaved schedule needs micro-batches per replica ({micro_batches}) to be a "
+                          f"multiple of pp ({par.pp})", "model.global_batch")
+    if w.model.layers < par.pp * v:
+        raise _FieldError(f"{w.model.layers} layers cannot fill {par.pp} x {v} virtual stages", "parallelism.virtual_stages")
+    if w.partition in ("proportional", "search"):
+        raise _FieldError(f"with the interleaved schedule the partition is even, or an explicit list of "
+                          f"{par.pp * v} virtual stages (pp x virtual_stages)", "partition")
+
+
 class TrainingWorkload(_Spec):
     """``workload: {type: training, model: {...}, parallelism: {tp, pp, dp}, gpu: a100, ...}``.
 
@@ -319,9 +345,11 @@ class TrainingWorkload(_Spec):
                               f"dp)); allowed: 1 to {MAX_MICRO_BATCHES:,}", "model.global_batch")
         if model.layers < par.pp:
             raise _FieldError(f"{model.layers} layers cannot fill {par.pp} pipeline stages", "parallelism.pp")
-        if isinstance(self.partition, list) and (len(self.partition) != par.pp or sum(self.partition) != model.layers):
-            raise _FieldError(f"an explicit partition needs {par.pp} stage(s) summing to {model.layers} layers, "
+        stages = par.pp * par.virtual_stages if par.schedule == "interleaved" else par.pp
+        if isinstance(self.partition, list) and (len(self.partition) != stages or sum(self.partition) != model.layers):
+            raise _FieldError(f"an explicit partition needs {stages} stage(s) summing to {model.layers} layers, "
                               f"got {self.partition}", "partition")
+        _check_schedule(self, micro_batches)
         if self.moe is not None:
             _check_moe(self.moe, par, model)
         from netsim.collectives import get_algorithm

@@ -213,7 +213,7 @@ def choose_partitions(spec: ExperimentSpec, topology: Topology, jobs: list[JobPl
         strategy = w.partition
         if strategy == "auto":
             strategy = "search" if job.placement == "holmes" else "even"
-        if isinstance(strategy, list) or strategy == "even" or job.plan.par.pp == 1:
+        if isinstance(strategy, list) or strategy == "even" or job.plan.par.pp == 1 or job.plan.par.virtual_stages > 1:
             continue
         tried: dict[tuple[int, ...], tuple[float, dict]] = {}
 

@@ -37,7 +37,7 @@ from netsim.collectives import CollectiveRecord, get_algorithm
 from netsim.engine.fragment import Fragment, append_fragments
 from netsim.engine.model import Deps, Schedule, ScheduleBuilder
 from netsim.workload.iteration_moe import MoECall, moe_layer, moe_records
-from netsim.workload.training import BREAKDOWN, one_f_one_b_order
+from netsim.workload.training import BREAKDOWN, pipeline_order
 
 if TYPE_CHECKING:
     from netsim.collectives.ideal import IdealModel
@@ -123,6 +123,7 @@ class _Compiler:
     plan: TrainingPlan
     gpu_host: np.ndarray
     iteration: int = 0
+    vplan: TrainingPlan | None = None   #: the plan over virtual stages (:meth:`TrainingPlan.virtual`)
     b: ScheduleBuilder = field(default_factory=ScheduleBuilder)
     calls: list[_Calls] = field(default_factory=list)
     spans: dict = field(default_factory=lambda: {k: [] for k in BREAKDOWN})
@@ -138,7 +139,8 @@ class _Compiler:
     def run(self) -> CompiledIteration:
         plan = self.plan
         p, dp = plan.par.pp, plan.par.dp
-        order = one_f_one_b_order(p, plan.micro_batches)
+        order = pipeline_order(plan.par.schedule, p, plan.micro_batches, plan.par.virtual_stages)
+        self.vplan, n_virtual = plan.virtual(), p * plan.par.virtual_stages
         start = self.b.join()
         prev = [np.full(dp, start[0], dtype=np.int64) for _ in range(p)]
         posts: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray]] = {}
@@ -148,12 +150,12 @@ class _Compiler:
             moved = False
             for s in range(p):
                 while pos[s] < len(order[s]):
-                    op, j = order[s][pos[s]]
-                    key = (op, s, j)
-                    if ((op == "F" and s > 0) or (op == "B" and s < p - 1)) and key not in posts:
+                    op, j, chunk = order[s][pos[s]]
+                    g = chunk * p + s  # the virtual stage
+                    if ((op == "F" and g > 0) or (op == "B" and g < n_virtual - 1)) and (op, g, j) not in posts:
                         break  # its input is produced by a stage not walked that far yet
                     last = pos[s] == len(order[s]) - 1
-                    prev[s] = self._op(s, op, j, last, prev[s], posts, arrivals[s])
+                    prev[s] = self._op(s, g, op, j, last, prev[s], posts, arrivals[s])
                     pos[s] += 1
                     moved = True
             if not moved:
@@ -163,37 +165,39 @@ class _Compiler:
         return CompiledIteration(self.b.build(), plan, self.calls, self.spans, self.waits, self.consts,
                                  self.moe_calls)
 
-    def _op(self, s: int, op: str, j: int, last: bool, prev: np.ndarray, posts: dict,
+    def _op(self, s: int, g: int, op: str, j: int, last: bool, prev: np.ndarray, posts: dict,
             arrivals: dict[int, np.ndarray]) -> np.ndarray:
-        """One forward or backward of stage ``s`` on every replica; the stage's new last tasks."""
-        plan = self.plan
-        if (op == "F" and s > 0) or (op == "B" and s < plan.par.pp - 1):
-            posted, sent = posts.pop((op, s, j))
+        """One forward or backward of virtual stage ``g`` (on stage ``s``) on every replica; the stage's
+        new last tasks."""
+        plan, vplan = self.plan, self.vplan
+        n_virtual = len(vplan.partition)
+        if (op == "F" and g > 0) or (op == "B" and g < n_virtual - 1):
+            posted, sent = posts.pop((op, g, j))
             recv = self.b.join(after=Deps(np.arange(0, 2 * len(prev) + 1, 2, dtype=np.int64),
                                           np.stack([prev, sent], axis=1).ravel()), n=len(prev))
             self.waits.append((s, prev, posted, recv))
             prev = recv
         overlap = op == "B" and last and plan.par.overlap_dp and plan.par.dp > 1
         pieces = plan.spec.dp_buckets if overlap else 1
-        compute_s = plan.forward_s(s) if op == "F" else plan.backward_s(s)
+        compute_s = vplan.forward_s(g) if op == "F" else vplan.backward_s(g)
         if plan.experts is not None:
-            prev = self._moe_pass(s, op, j, prev, compute_s, pieces if overlap else 0, arrivals)
+            prev = self._moe_pass(s, g, op, j, prev, compute_s, pieces if overlap else 0, arrivals)
         else:
-            prev = self._dense_pass(s, prev, compute_s, pieces if overlap else 0, arrivals)
-        nxt = s + 1 if op == "F" else s - 1
-        if 0 <= nxt < plan.par.pp:
-            posts[(op, nxt, j)] = (prev, self._send(s, nxt, prev))
+            prev = self._dense_pass(s, g, prev, compute_s, pieces if overlap else 0, arrivals)
+        nxt = g + 1 if op == "F" else g - 1
+        if 0 <= nxt < n_virtual:
+            posts[(op, nxt, j)] = (prev, self._send(s, nxt % plan.par.pp, prev))
         return prev
 
-    def _dense_pass(self, s: int, prev: np.ndarray, compute_s: float, buckets: int,
+    def _dense_pass(self, s: int, g: int, prev: np.ndarray, compute_s: float, buckets: int,
                     arrivals: dict[int, np.ndarray]) -> np.ndarray:
         """One pass of a dense stage: compute in steps, each followed by its TP allreduce; with ``buckets``
         (the last backward under ``overlap_dp``) the gradient buckets become ready along the steps."""
-        plan = self.plan
+        plan, vplan = self.plan, self.vplan
         if plan.spec.tp_granularity == "layer" and plan.par.tp > 1:
-            steps, size = 2 * plan.partition[s], plan.model.activation_bytes()
+            steps, size = 2 * vplan.partition[g], plan.model.activation_bytes()
         else:
-            steps, size = max(buckets, 1), plan.tp_bytes(s) / max(buckets, 1)
+            steps, size = max(buckets, 1), vplan.tp_bytes(g) / max(buckets, 1)
         fired = 0
         for i in range(steps):
             prev = self._compute(s, prev, compute_s / steps)
@@ -203,17 +207,17 @@ class _Compiler:
                 fired += 1
         return prev
 
-    def _moe_pass(self, s: int, op: str, micro: int, prev: np.ndarray, compute_s: float, buckets: int,
+    def _moe_pass(self, s: int, g: int, op: str, micro: int, prev: np.ndarray, compute_s: float, buckets: int,
                   arrivals: dict[int, np.ndarray]) -> np.ndarray:
         """One pass of an MoE model's stage, layer by layer: the layer's compute and TP allreduce, and in
         MoE layers the EP layer (forward: after attention; backward: before it)."""
-        plan = self.plan
-        layers = list(plan.stage_layers(s))
-        flops = plan.layer_flops(s)
+        plan, vplan = self.plan, self.vplan
+        layers = list(vplan.stage_layers(g))
+        flops = vplan.layer_flops(g)
         weights = [f / sum(flops) for f in flops]
         if op == "B":
             layers, weights = layers[::-1], weights[::-1]
-        size = plan.tp_bytes(s) / len(layers)
+        size = vplan.tp_bytes(g) / len(layers)
         fired = 0
         for i, (layer, weight) in enumerate(zip(layers, weights)):
             if op == "B" and plan.experts.is_moe(layer):
@@ -280,18 +284,22 @@ class _Compiler:
             return prev
         n_buckets, c = plan.spec.dp_buckets, plan.spec.dp_comm
         share = 1.0 / n_buckets
+        chunks = [k * plan.par.pp + s for k in range(plan.par.virtual_stages)]  # its virtual stages
+        grad = sum(self.vplan.grad_bytes(g) for g in chunks)
+        params = sum(self.vplan.param_bytes(g) for g in chunks)
+        expert = sum(self.vplan.expert_grad_bytes(g) for g in chunks)
         before = -1
         for bucket in range(n_buckets):
             ready = arrivals.get(bucket, prev)
             meet = self.b.join(after=[ready.tolist() + ([before] if before >= 0 else [])], n=1)
             op = "reduce_scatter" if plan.par.sharded_optimizer else "allreduce"
-            done = self._call("dp", op, c.algorithm, s, plan.grad_bytes(s) * share, c.channels, "dp", meet)
+            done = self._call("dp", op, c.algorithm, s, grad * share, c.channels, "dp", meet)
             if plan.edp_groups:  # MoE: each routed expert's gradients over its replicas in the other EP groups
                 done = np.concatenate([done, self._call("edp", "allreduce", c.algorithm, s,
-                                                        plan.expert_grad_bytes(s) * share, c.channels, "edp", meet)])
+                                                        expert * share, c.channels, "edp", meet)])
             synced = self.b.join(after=[done.tolist()], n=1)
             if plan.par.sharded_optimizer and bucket == n_buckets - 1:
-                done = self._call("dp", "allgather", c.algorithm, s, plan.param_bytes(s), c.channels, "dp", synced)
+                done = self._call("dp", "allgather", c.algorithm, s, params, c.channels, "dp", synced)
                 synced = self.b.join(after=[done.tolist()], n=1)
             before = int(synced[0])
         end = self.b.join(after=Deps(np.arange(0, 2 * len(prev) + 1, 2, dtype=np.int64),

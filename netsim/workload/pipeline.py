@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import simpy
@@ -54,8 +54,8 @@ from netsim.workload.training import (
     GPTModel,
     GPUProfile,
     Parallelism,
-    one_f_one_b_order,
     partition_layers,
+    pipeline_order,
 )
 
 
@@ -93,6 +93,15 @@ class TrainingPlan:
     ep_groups: dict[tuple[int, int, int], Communicator] = field(default_factory=dict)
     edp_groups: dict[tuple[int, int, int], Communicator] = field(default_factory=dict)
     experts: MoEPlan | None = None   #: the MoE layers' costs and token routing (None: a dense model)
+    #: layers per virtual stage (``pp x virtual_stages`` of them; the partition itself without interleaving)
+    chunks: list[int] = field(default_factory=list)
+
+    def virtual(self) -> TrainingPlan:
+        """The plan over virtual stages (one per model chunk, ``pp x virtual_stages``): its per-stage
+        costs (compute, TP bytes, parameters) are a chunk's. Itself when there is one chunk per stage."""
+        if self.par.virtual_stages == 1:
+            return self
+        return replace(self, partition=list(self.chunks), par=replace(self.par, pp=len(self.chunks)))
 
     @property
     def micro_batches(self) -> int:
@@ -201,12 +210,19 @@ def plan_training(spec: TrainingWorkload, gpus: list[int], topology: Topology, *
     ``seed`` (the run's) seeds an MoE job's token routing, with the job's index.
     """
     p = spec.parallelism
-    par = Parallelism(p.tp, p.pp, p.dp, p.sharded_optimizer, p.overlap_dp)
+    v = p.virtual_stages if p.schedule == "interleaved" else 1
+    par = Parallelism(p.tp, p.pp, p.dp, p.sharded_optimizer, p.overlap_dp, p.schedule, v)
     model = model_of(spec)
-    if partition is None:
+    chunks = None
+    if v > 1:  # layers per virtual stage; a stage holds chunks s, s + pp, ...
+        chunks = list(spec.partition) if isinstance(spec.partition, list) else \
+            partition_layers(model.layers, [1.0] * par.pp * v)
+        partition = [sum(chunks[s::par.pp]) for s in range(par.pp)]
+    elif partition is None:
         partition = list(spec.partition) if isinstance(spec.partition, list) else \
             partition_layers(model.layers, [1.0] * par.pp)
     plan = TrainingPlan(job, name, spec, model, par, gpu_profile(spec), [int(g) for g in gpus], list(partition))
+    plan.chunks = chunks or list(partition)
 
     def add(kind: str, index: int, ranks: list[int]) -> Communicator:
         members = tuple(plan.gpus[r] for r in ranks)
@@ -337,7 +353,8 @@ class _Iteration:
         self.box = _Mailbox(env)
         self.buckets: dict[tuple[int, int], list] = {}
         self.account: dict[tuple[int, int], dict[str, float]] = {}
-        self.order = one_f_one_b_order(plan.par.pp, plan.micro_batches)
+        self.order = [[(op, j) for op, j, _chunk in ops] for ops in
+                      pipeline_order(plan.par.schedule, plan.par.pp, plan.micro_batches)]
         self.moe_meet: dict[tuple, list] = {}           #: MoE layer rendezvous: key -> [arrived, event]
         self.picks: dict[tuple, np.ndarray] = {}         #: forward picks, reused by the backward
 
@@ -607,6 +624,9 @@ def run_training(env: simpy.Environment, fabric: Fabric, plan: TrainingPlan, *, 
     (optional) slows the compute of straggling GPUs: a TP group computes in lockstep, so a pass
     takes its slowest GPU's factor at the instant the pass's compute starts.
     """
+    if plan.par.virtual_stages > 1 and not compilable(plan, speeds):
+        raise ConfigError("slow GPUs (stragglers) are not modelled with the interleaved pipeline schedule: use "
+                          "schedule 1f1b or gpipe with stragglers", "workload.parallelism.schedule")
     for comm in plan.comms:
         if comm.tcp:
             fabric.use_tcp(plan.job, comm.comm)

@@ -100,6 +100,8 @@ class Parallelism:
     dp: int = 1
     sharded_optimizer: bool = False  #: reduce-scatter + allgather of gradients/parameters instead of allreduce
     overlap_dp: bool = False  #: start each stage's gradient synchronisation as soon as its backward ends
+    schedule: str = "1f1b"    #: the pipeline order: ``1f1b``, ``interleaved`` or ``gpipe`` (:func:`pipeline_order`)
+    virtual_stages: int = 1   #: model chunks per stage (``interleaved``)
 
     @property
     def world(self) -> int:
@@ -186,6 +188,45 @@ def one_f_one_b_order(stages: int, micro_batches: int) -> list[list[tuple[str, i
             ops.append(("B", b_next))
             b_next += 1
         ops.extend(("B", j) for j in range(b_next, micro_batches))
+        order.append(ops)
+    return order
+
+
+def pipeline_order(schedule: str, stages: int, micro_batches: int, chunks: int = 1) -> list[list[tuple[str, int, int]]]:
+    """Per stage, its passes in order as ``("F"|"B", micro-batch, model chunk)``.
+
+    ``1f1b``: :func:`one_f_one_b_order` (one chunk). ``gpipe``: every forward, then every backward in
+    reverse (the last micro-batch's backward follows its forward at once). ``interleaved``: Megatron's
+    interleaved 1F1B over ``chunks`` model chunks per stage (chunk ``c`` of stage ``s`` is virtual stage
+    ``c x stages + s``): ``2 (p - s - 1) + (v - 1) p`` warm-up forwards (all of them when there are only
+    ``p`` micro-batches), then one forward and one backward alternately, then the rest; the k-th
+    forward runs chunk ``(k mod pv) // p`` on micro-batch ``(k // pv) p + k mod p``, backwards the
+    chunks in reverse.
+
+    >>> pipeline_order("gpipe", 2, 2)[0]
+    [('F', 0, 0), ('F', 1, 0), ('B', 1, 0), ('B', 0, 0)]
+    >>> [f"{op}{j}.{c}" for op, j, c in pipeline_order("interleaved", 2, 2, 2)[1]]
+    ['F0.0', 'F1.0', 'F0.1', 'F1.1', 'B0.1', 'B1.1', 'B0.0', 'B1.0']
+    """
+    if schedule == "1f1b":
+        return [[(op, j, 0) for op, j in ops] for ops in one_f_one_b_order(stages, micro_batches)]
+    if schedule == "gpipe":
+        return [[("F", j, 0) for j in range(micro_batches)] + [("B", j, 0) for j in reversed(range(micro_batches))]
+                for _ in range(stages)]
+    p, v, m = stages, chunks, micro_batches
+    total = m * v
+
+    def virtual(k: int, forward: bool) -> tuple[int, int]:
+        chunk = (k % (p * v)) // p
+        return (k // (p * v)) * p + k % p, chunk if forward else v - chunk - 1
+
+    order = []
+    for s in range(p):
+        warm = total if m == p else min(2 * (p - s - 1) + (v - 1) * p, total)
+        ops = [("F", *virtual(k, True)) for k in range(warm)]
+        for i in range(total - warm):
+            ops += [("F", *virtual(i + warm, True)), ("B", *virtual(i, False))]
+        ops += [("B", *virtual(k, False)) for k in range(total - warm, total)]
         order.append(ops)
     return order
 
