@@ -50,9 +50,9 @@ def pair_bytes(n: int, size_bytes: float, matrix: np.ndarray | None) -> np.ndarr
 
 
 def direct_steps(m: np.ndarray) -> Steps:
-    """One step: every nonzero pair at once, in rank order."""
+    """One step: every nonzero pair at once, in rank order (no step when nothing moves)."""
     src, dst = np.nonzero(m)
-    return [list(zip(src.tolist(), dst.tolist(), m[src, dst].tolist()))]
+    return [list(zip(src.tolist(), dst.tolist(), m[src, dst].tolist()))] if len(src) else []
 
 
 def pairwise_steps(m: np.ndarray) -> Steps:

@@ -64,6 +64,7 @@ class IdealModel:
         self.tolerance_s = completion_tolerance_s
         self.pairs = PairModel(topology)
         self._cache: dict[tuple, Ideal] = {}
+        self._pair_tables: dict[tuple, tuple] = {}   #: per (GPUs, tcp): :meth:`alltoallv_direct`'s pairs
         #: perf: where no two connections share an edge link (a rank-ordered ring on one-GPU hosts) the
         #: replay's timeline is the non-blocking fabric's, and its second run is skipped
         self.shortcut = True
@@ -119,3 +120,47 @@ class IdealModel:
                 gc.collect()                  # tables before the run's own (a full collection costs ~0.1 s)
         hit = self._cache[key] = Ideal(time_s, max(replay_s, load_s), replay_s, load_s, chain)
         return hit
+
+    def alltoallv_direct(self, gpus: Sequence[int], matrix: np.ndarray, *, offsets: np.ndarray | None = None,
+                         tcp: bool = False) -> Ideal:
+        """The bound of a direct all-to-all-v from its byte matrix, in closed form, which also stands for
+        its ideal (a training job's dispatch and combine: thousands of calls, each its own draw of tokens).
+
+        The bound is the same as :meth:`of_schedule`'s, computed without replaying the call: the later
+        of the slowest message alone at its pair's best rate after its rank's offset (``offsets[i]``:
+        when rank ``i`` may start; the call starts at 0) and the busiest forced link or host NIC
+        aggregate (its bytes over its capacity). The pairs' rates, delays and forced links are
+        looked up once per group. The ideal is not the call run on the non-blocking fabric (a run
+        per call cost seconds): ``time_s`` is the bound, which that run came within 0.03% of on
+        the calls measured (``docs/moe.md``).
+        """
+        n = len(gpus)
+        table = self._pair_tables.get((tuple(gpus), tcp))
+        if table is None:
+            g = np.asarray(gpus, dtype=np.int64)
+            i, j = np.nonzero(~np.eye(n, dtype=bool))
+            rate, delay, fptr, flinks, _uniform = self.pairs.table(g[i], g[j], np.full(len(i), tcp))
+            hosts = self.topology.gpu_host[g]
+            table = self._pair_tables[(tuple(gpus), tcp)] = (i, j, rate, delay, np.repeat(np.arange(len(i)), np.diff(fptr)),
+                                                             flinks, hosts[i], hosts[j])
+        i, j, rate, delay, owner, flinks, hs, hd = table
+        w = np.asarray(matrix, dtype=np.float64)[i, j]
+        sent = w > 0
+        start = np.zeros(len(i)) if offsets is None else np.asarray(offsets, dtype=np.float64)[i]
+        # as the replay: released at its rank's offset, drained at the pair's rate, then its delay
+        arrive = (start[sent] + w[sent] / rate[sent]) + delay[sent]
+        replay_s = max(float(arrive.max(initial=0.0)), 0.0 if offsets is None else float(np.max(offsets)))
+        topo, m = self.topology, self.pairs
+        load_s = 0.0
+        if len(flinks):
+            per_link = np.bincount(flinks, weights=w[owner], minlength=len(topo.links.src))
+            used = np.unique(flinks)
+            load_s = float((per_link[used] / topo.links.capacity_Bps[used]).max())
+        apart = hs != hd
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for h, capacity in ((hs, m.host_out_cap), (hd, m.host_in_cap)):
+                used = np.bincount(h[apart], weights=w[apart], minlength=topo.n_hosts)
+                load_s = max(load_s, float(np.where(used > 0, used / capacity, 0.0).max(initial=0.0)))
+        chain = int(np.bincount(i[sent], minlength=n).max(initial=0)) + n
+        bound = max(replay_s, load_s)
+        return Ideal(bound, bound, replay_s, load_s, chain)

@@ -378,7 +378,7 @@ def replay(model: PairModel, schedule, tcp: bool = False) -> tuple[np.ndarray, f
                                 succ_ptr.astype(np.int64), succ_idx.astype(np.int64), rate, delay, same)
     # the bytes the IdealFabric would have counted (summed per connection, then per link or host)
     fab = IdealFabric(None, topo, model, tcp=tcp)
-    remote = sends & ~same[np.maximum(schedule.conn, 0)]
+    remote = sends & ~same[np.maximum(schedule.conn, 0)] if n_conn else sends  # (no connection: no send)
     per_conn = np.bincount(schedule.conn[remote], weights=schedule.amount[remote], minlength=n_conn)
     if len(flinks):
         owner = np.repeat(used, np.diff(fptr))

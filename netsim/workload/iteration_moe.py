@@ -102,7 +102,9 @@ def alltoallv_record(plan: TrainingPlan, comm: Communicator, matrix: np.ndarray,
     n = len(comm.gpus)
     size = float(matrix.sum() - np.trace(matrix)) / n
     bound = None
-    if ideal is not None and offsets is None:
+    if ideal is not None and algorithm == "direct":  # its closed form (IdealModel.alltoallv_direct)
+        bound = ideal.alltoallv_direct(comm.gpus, matrix, offsets=offsets, tcp=comm.tcp)
+    elif ideal is not None and offsets is None:
         bound = ideal.ideal("alltoallv", algorithm, comm.gpus, 0.0, tcp=comm.tcp, matrix=matrix)
     elif ideal is not None:
         b = ScheduleBuilder()
