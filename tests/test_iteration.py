@@ -281,3 +281,34 @@ def test_the_closed_form_alltoallv_bound_is_the_replayed_one(n, seed, offsets, t
     assert (closed.replay_s, closed.load_s, closed.bound_s, closed.chain) == \
         (old.replay_s, old.load_s, old.bound_s, old.chain)
     assert closed.time_s == closed.bound_s <= old.time_s * (1 + 1e-12)
+
+
+def test_calls_inside_hosts_built_alike_share_one_ideal():
+    """A TP group's ideal is computed once for every host built alike, and is what that host's own
+    computation gives; hosts built differently (other NICs) keep their own."""
+    from netsim.collectives.ideal import IdealModel
+    from netsim.topology import leaf_spine
+    from netsim.topology.multicluster import multi_cluster  # noqa: F401
+
+    topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=2, gpus_per_host=4, nics_per_host=2,
+                      nic_bandwidth_Bps=5e9, uplink_bandwidth_Bps=4e9, intra_bandwidth_Bps=1e11)
+    shared = IdealModel(topo)
+    first = shared.ideal("allreduce", "ring", [0, 1, 2, 3], 1e8)
+    assert len(shared._cache) == 1
+    again = shared.ideal("allreduce", "ring", [12, 13, 14, 15], 1e8)
+    assert again is first and len(shared._cache) == 1
+    assert IdealModel(topo).ideal("allreduce", "ring", [12, 13, 14, 15], 1e8) == first
+    assert shared.ideal("allreduce", "ring", [13, 12, 14, 15], 1e8) is not first  # another rank order
+    spec = parse_spec({"name": "h", "topology": {
+        "type": "multi_cluster", "ethernet": {"bandwidth": "25Gbps"},
+        "clusters": [{"name": c, "leaves": 1, "spines": 1, "hosts_per_leaf": 1, "gpus_per_host": 2,
+                      "nics_per_host": 1, "nic": nic, "uplink": {"bandwidth": "400Gbps"},
+                      "intra_host": {"bandwidth": "300GB/s"}}
+                     for c, nic in (("a", "ib-hdr-200"), ("b", "roce-200"))]},
+        "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "1MiB"}})
+    from netsim.experiment.run import build_topology
+
+    mixed = IdealModel(build_topology(spec))
+    mixed.ideal("allreduce", "ring", [0, 1], 1e8)
+    mixed.ideal("allreduce", "ring", [2, 3], 1e8)
+    assert len(mixed._cache) == 2

@@ -76,7 +76,7 @@ class IdealModel:
         ``matrix``: an all-to-all-v's bytes per pair)."""
         shape = None if matrix is None else hashlib.blake2b(np.ascontiguousarray(matrix, np.float64).tobytes(),
                                                             digest_size=16).digest()
-        key = (op, algorithm, tuple(gpus), size_bytes, channels, chunk_bytes, tcp, shape)
+        key = (op, algorithm, self._members(gpus), size_bytes, channels, chunk_bytes, tcp, shape)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
@@ -84,6 +84,19 @@ class IdealModel:
         schedule = build_collective(op, algorithm, gpus, size_bytes, channels=channels, chunk_bytes=chunk_bytes,
                                     tcp=tcp, gpu_host=self.topology.gpu_host, **extra)
         return self.of_schedule(key, schedule, len(gpus), tcp)
+
+    def _members(self, gpus: Sequence[int]) -> tuple:
+        """What the ideal of a call depends on among its GPUs: the GPUs, or for a call inside one host
+        (a TP group) the host's signature and the GPUs' local indices, so every host built alike shares
+        one computation (perf: 2,048 TP groups of a 16,384-GPU job ask once). Sound because such a
+        call's paths, forced links and capacities are all the host's own (``PairModel.host_signature``)."""
+        topo = self.topology
+        hosts = topo.gpu_host[np.asarray(gpus, dtype=np.int64)]
+        if len(hosts) and (hosts == hosts[0]).all():
+            h = int(hosts[0])
+            first = topo.hosts[h][1]
+            return ("host", self.pairs.host_signature(h), tuple(int(g) - first for g in gpus))
+        return tuple(gpus)
 
     def of_schedule(self, key: tuple, schedule, n_ranks: int, tcp: bool = False) -> Ideal:
         """The :class:`Ideal` of any schedule of ``n_ranks`` ranks, cached under ``key`` (e.g. an

@@ -192,6 +192,10 @@ class PairModel:
             rate = self._flows[shape] = nx.maximum_flow_value(g, "s", "t")
         return rate
 
+    def host_signature(self, host: int) -> int:
+        """An id shared by the hosts built alike (see :meth:`_host_signatures`)."""
+        return int(self._host_signatures()[host])
+
     def _host_signatures(self) -> np.ndarray:
         """Per host, an id shared by hosts whose links (local ones and their NICs' ports) have the same
         capacities and latencies and whose NICs the same profiles: pairs between hosts of the same
