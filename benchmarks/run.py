@@ -54,6 +54,8 @@ SCENARIOS = {
     "s6-sweep-200": dict(special="sweep"),
     # Training: four 64-GPU GPT-3.6B DP jobs (TP=8, DP=8), 3 iterations each, on the 256-GPU fabric.
     "train-4jobs-256": dict(experiment="experiments/c4p-multijob-training.yaml", variant="ecmp"),
+    # The per-run floor (issue 38): a 16-GPU ring, 480 messages; its whole `netsim run` is benchmarks/cli.py's.
+    "ring-16": dict(experiment="benchmarks/scenarios/ring-16.yaml", variant=None),
     # Holmes on 4 IB + 4 RoCE nodes: GPT-7.5B, TP=8 PP=2 DP=4, with the partition search (6 probes).
     "train-holmes-64": dict(experiment="experiments/holmes-hetero.yaml", variant="holmes"),
 }

@@ -6,6 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+#: The tests of the compiled executor test numba's code: compile the kernels at their first use instead
+#: of running a process's first messages as Python (netsim.solver.jit; tests/test_jit.py checks both).
+os.environ.setdefault("NETSIM_JIT_AFTER", "0")
+
 from netsim.engine import Environment, Fabric
 from netsim.routing import make_routing
 from netsim.topology import leaf_spine

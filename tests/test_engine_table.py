@@ -231,18 +231,20 @@ def test_warm_up_compiles_and_caches_the_kernels():
 
 def test_kernel_older_than_the_solver_it_inlines_is_recompiled():
     """numba only watches a kernel's own file: a table kernel cached before the last edit of the
-    solver module is dropped at import, and the next process compiles (and caches) it afresh."""
+    solver module is dropped when numba loads, and the next process compiles (and caches) it afresh."""
     import netsim.solver.bottleneck as solver
     from netsim.engine import table
+    from netsim.solver import jit
 
     table.warm_up()
     index = Path(table._rebuild_heap._cache._cache_file._index_path)
     assert index.is_file()
     old = Path(solver.__file__).stat().st_mtime - 60
     os.utime(index, (old, old))
-    table._drop_stale_kernels()
+    jit._drop_stale([table._rebuild_heap])
     assert not index.is_file()
-    rebuild = ("import numpy as np; from netsim.engine import table; t = table.FlowTable(np.ones(2), slots=2);"
+    rebuild = ("import numpy as np; from netsim.engine import table; from netsim.solver import jit; "
+               "jit.compile_kernels(); t = table.FlowTable(np.ones(2), slots=2);"
                "table._rebuild_heap(t.num, t.hkeys, t.hvals, t.stats)")
     subprocess.run([sys.executable, "-c", rebuild], check=True, cwd=Path(__file__).resolve().parent.parent)
     assert index.is_file() and index.stat().st_mtime >= Path(solver.__file__).stat().st_mtime

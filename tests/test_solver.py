@@ -131,7 +131,9 @@ def test_solvers_agree_with_numpy_progressive_filling(name, fs):
 @settings(max_examples=100, deadline=None)
 @given(flow_sets())
 def test_bottleneck_kernel_uncompiled_matches_compiled(fs):
-    """The Python body of the kernel (what runs without numba) gives the compiled result."""
+    """The Python body of the kernel (what runs without numba, and for small runs) gives the compiled result."""
+    from netsim.solver import jit
+    jit.compile_kernels()  # (the test session may not have loaded numba yet)
     from netsim.solver.bottleneck import _bottleneck
 
     ef, el, ew, capacity, n, caps = fs

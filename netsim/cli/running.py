@@ -105,11 +105,14 @@ def _describe_workload(w) -> str:
     return f"{w.op}/{w.algorithm} {units.format_size(w.size)}"
 
 
-def _warm_engine() -> None:
-    """Compile the engine's kernels on a machine's first run, and say so (numba caches them)."""
+def _warm_engine(messages: int | None = None) -> None:
+    """Compile the engine's kernels on a machine's first run that needs them, and say so (numba caches
+    them); ``messages``: those the process will run (None: as many as it takes to need them)."""
+    from netsim.solver import jit
+    if not jit.will_compile(messages):
+        return
     from netsim.engine.table import kernels_cached, warm_up
-    from netsim.solver import COMPILED
-    if COMPILED and not kernels_cached():
+    if not kernels_cached():
         with err.status("Compiling the engine's kernels (first run on this machine: about 40 s, cached after)"):
             warm_up()
 
@@ -171,7 +174,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
         estimate = _preflight(spec, limit)  # nothing is built before it
         target = out_dir or Path("results") / spec.name
         claim(target, "run", force=force, option="--out" if out_dir else None)  # before the simulation: nobody waits a minute to hear it
-        _warm_engine()
+        _warm_engine(2 * estimate.messages)  # (the run's messages and its ideal's replay of them)
         from netsim.progress import RunProgress
         with RunProgress(err, estimate.calls, show=err.is_terminal and not quiet) as progress:
             result = run_experiment(spec, on_start=progress.attach)

@@ -70,6 +70,7 @@ from netsim.engine.routestore import RouteStore
 from netsim.engine.table import FlowTable, _widen
 from netsim.routing.routes import from_routes
 from netsim.routing.spray import Spray
+from netsim.solver import jit
 from netsim.topology import LINK_KINDS, Topology
 
 _CORES = itertools.count()
@@ -294,6 +295,7 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
         self.succ_idx[self._n_succ:self._n_succ + len(si)] = si + first
         self._n_succ += len(si)
         self.n_tasks = total
+        jit.charge(int(sends.sum()))  # numba is loaded when the process's messages repay it
         self._send_tasks += int(sends.sum())
         self.rec = _grown(self.rec, self._send_tasks)
         self.stack = _grown(self.stack, 2 * total)  # (task, next successor) frames

@@ -33,7 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from netsim.engine.table import GRP, SUCC, _drain_kernel, _flush_kernel
-from netsim.solver.bottleneck import njit
+from netsim.solver.bottleneck import _copy, _copy_rows
+from netsim.solver.jit import njit
 
 #: Functions only the loop calls: no Python wrapper to compile (perf: compile time).
 inner = njit(cache=True, nogil=True, no_cpython_wrapper=True)
@@ -64,6 +65,8 @@ PF_FRAC, PF_DELAY = range(2)
  IV_CONGESTION, IV_SERIES, IV_NROWS, IV_NOK, IV_NSK, IV_NEED_SLOTS, IV_NEED_WIDTH, IV_NEED_ROWS, IV_NEED_GROUPS,
  IV_NEED_SCRATCH, IV_NXSEED, IV_NMOVE, IV_INFLUSH, IV_FLUSH_ID, IV_REROUTES, IV_ROUTED) = range(37)
 N_IV = 40
+#: perf: the offer counters as int64 values, not literals (the offer helpers compile once for both)
+SLOT_NOK, SLOT_NSK = np.int64(IV_NOK), np.int64(IV_NSK)
 FV_NOW, FV_NEXT_T, FV_TIMER_AT, FV_TIMER_FIRE, FV_TOL, FV_RTOL, FV_SWIDTH, FV_SLIMIT, FV_NEXT_EVENT = range(9)
 N_FV = 10
 # what advance() returns
@@ -76,7 +79,7 @@ def _heap_push3(ah, n, t, seq, task):
     priority: by time, then by when they were scheduled. Returns the heap (grown when full)."""
     if n == ah.shape[0]:
         bigger = np.empty((2 * n, 3))
-        bigger[:n] = ah
+        _copy_rows(bigger, ah, n)
         ah = bigger
     i = n
     ah[i, 0], ah[i, 1], ah[i, 2] = t, seq, task
@@ -135,7 +138,7 @@ def _series_add(link, t0, t1, load, ser_row, ser_data, fv, iv):
         row = iv[IV_NROWS]
         if row == ser_data.shape[0]:
             bigger = np.zeros((2 * row + 16, bins))
-            bigger[:row] = ser_data
+            _copy_rows(bigger, ser_data, row)
             ser_data = bigger
         ser_row[link] = row
         iv[IV_NROWS] += 1
@@ -332,7 +335,7 @@ def _arrive(s, c, end, ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core, sk,
     rec[iv[IV_NREC]] = s
     iv[IV_NREC] += 1
     if iv[IV_CONGESTION] and ci[CI_SPRAY, c] >= 0:
-        _piece_offer(ci[CI_SPRAY, c], -cf[CF_DEMAND, c], pi, ll, lw, core, sk, sa, skey_pos, iv, IV_NSK)
+        _piece_offer(ci[CI_SPRAY, c], -cf[CF_DEMAND, c], pi, ll, lw, core, sk, sa, skey_pos, iv, SLOT_NSK)
     nxt = ti[TK_NEXT, s]
     ci[CI_SLOT, c] = -1
     ci[CI_GROUP, c] = -1
@@ -361,11 +364,11 @@ def _drained(s, now, ti, tf, ci, cf, iv, ah, start, rec, pi, pf, ll, lw, core, o
     g = ci[CI_GROUP, c]
     if g < 0:
         if iv[IV_CONGESTION]:
-            _piece_offer(p, -cf[CF_DEMAND, c], pi, ll, lw, core, ok, oa, okey_pos, iv, IV_NOK)
+            _piece_offer(p, -cf[CF_DEMAND, c], pi, ll, lw, core, ok, oa, okey_pos, iv, SLOT_NOK)
         return _arrive(task, c, now + cf[CF_DELAY, c], ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core,
                        sk, sa, skey_pos)
     if iv[IV_CONGESTION]:
-        _piece_offer(p, -cf[CF_DEMAND, c] * pf[PF_FRAC, p], pi, ll, lw, core, ok, oa, okey_pos, iv, IV_NOK)
+        _piece_offer(p, -cf[CF_DEMAND, c] * pf[PF_FRAC, p], pi, ll, lw, core, ok, oa, okey_pos, iv, SLOT_NOK)
     gcount[0, g] += 1
     if gcount[0, g] == gcount[1, g]:
         # the last piece: the pieces' latest arrival, as the Fabric's delay (arrival - now)
@@ -423,14 +426,14 @@ def _needs_routes(order, n, ci, iv, need):
 @inner
 def _grow1(a):
     out = np.empty(2 * a.shape[0] + 16, a.dtype)
-    out[:a.shape[0]] = a
+    _copy(out, 0, a, a.shape[0])
     return out
 
 
 @inner
 def _grow2(a):
     out = np.empty((a.shape[0], 2 * a.shape[1] + 16), a.dtype)
-    out[:, :a.shape[1]] = a
+    _copy_rows(out, a, a.shape[0])
     return out
 
 
@@ -441,16 +444,16 @@ def _commit(now, slot_int, links, w, pos, num, rows, roww, link_int, link_flt, s
     """One flow table kernel call: the drained slots out, whole messages then the split messages'
     pieces in, and a re-solve of what they touch; returns the number of links whose load changed."""
     add_int = np.empty((2, n_add + n_pieces), np.int64)
-    add_int[0, :n_add] = a_slot[:n_add]
-    add_int[1, :n_add] = a_nl[:n_add]
-    add_int[0, n_add:] = p_slot[:n_pieces]
-    add_int[1, n_add:] = p_nl[:n_pieces]
+    _copy(add_int[0], 0, a_slot, n_add)
+    _copy(add_int[1], 0, a_nl, n_add)
+    _copy(add_int[0], n_add, p_slot, n_pieces)
+    _copy(add_int[1], n_add, p_nl, n_pieces)
     add_links = np.empty(n_links + n_plinks, np.int64)
-    add_links[:n_links] = a_links[:n_links]
-    add_links[n_links:] = p_links[:n_plinks]
+    _copy(add_links, 0, a_links, n_links)
+    _copy(add_links, n_links, p_links, n_plinks)
     add_w = np.empty(n_links + n_plinks)
-    add_w[:n_links] = a_w[:n_links]
-    add_w[n_links:] = p_w[:n_plinks]
+    _copy(add_w, 0, a_w, n_links)
+    _copy(add_w, n_links, p_w, n_plinks)
     add_num = np.ascontiguousarray(a_num[:, :n_add])
     head = np.ascontiguousarray(b_head[:, :n_groups])
     piece_fd = np.ascontiguousarray(p_fd[:, :n_pieces])
@@ -524,8 +527,8 @@ def _move_rerouted(now, ti, ci, cf, ri, pi, pf, ll, lw, core, ok, oa, okey_pos, 
             link_bytes[links[s, k]] += carried * w[s, k]
         if congestion:
             demand = cf[CF_DEMAND, c] * frac
-            _piece_offer(slot_piece[s], -demand, pi, ll, lw, core, ok, oa, okey_pos, iv, IV_NOK)
-            _piece_offer(p_new, demand, pi, ll, lw, core, ok, oa, okey_pos, iv, IV_NOK)
+            _piece_offer(slot_piece[s], -demand, pi, ll, lw, core, ok, oa, okey_pos, iv, SLOT_NOK)
+            _piece_offer(p_new, demand, pi, ll, lw, core, ok, oa, okey_pos, iv, SLOT_NOK)
         rem[iv[IV_NREM]] = s
         iv[IV_NREM] += 1
         iv[IV_NCODES] += 1  # (moved, not drained)
@@ -636,7 +639,7 @@ def _admit_split(s, c, r, size, demand, congestion, ti, ci, cf, ri, pi, pf, ll, 
     for j in range(kp):
         p = p0 + j
         if congestion:
-            _piece_offer(p, demand * pf[PF_FRAC, p], pi, ll, lw, core, ok, oa, okey_pos, iv, IV_NOK)
+            _piece_offer(p, demand * pf[PF_FRAC, p], pi, ll, lw, core, ok, oa, okey_pos, iv, SLOT_NOK)
         iv[IV_NFREE] -= 1
         slot = free[iv[IV_NFREE]]
         slot_task[slot] = s
@@ -684,7 +687,7 @@ def _flush(now, ti, tf, ci, cf, ri, pi, pf, ll, lw, el, ew, core, off, ok, oa, o
     # messages starting now: those behind a drained one, then the new ones (Fabric._flush's order);
     # messages that finish at once (no bytes, no links) start their successors in this same flush
     order = np.empty(16, np.int64)
-    n_add = n_links = n_groups = n_pieces = n_plinks = 0
+    n_add = n_links = n_groups = n_pieces = n_plinks = np.int64(0)
     a_slot = np.empty(16, np.int64)
     a_nl = np.empty(16, np.int64)
     a_links = np.empty(64, np.int64)
@@ -749,7 +752,7 @@ def _flush(now, ti, tf, ci, cf, ri, pi, pf, ll, lw, el, ew, core, off, ok, oa, o
                 demand = min(cf[CF_CAP, c], _edge_rate(r, ri, el, ew, capacity))
                 cf[CF_DEMAND, c] = demand
                 if ci[CI_SPRAY, c] >= 0:
-                    _piece_offer(ci[CI_SPRAY, c], demand, pi, ll, lw, core, sk, sa, skey_pos, iv, IV_NSK)
+                    _piece_offer(ci[CI_SPRAY, c], demand, pi, ll, lw, core, sk, sa, skey_pos, iv, SLOT_NSK)
             if size == 0.0 or pi[PI_NL, merged] == 0:  # finishes at once (Fabric._place -> _done)
                 cf[CF_DELAY, c] = pf[PF_DELAY, merged]
                 ah = _arrive(s, c, now + pf[PF_DELAY, merged], ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core,
@@ -759,7 +762,7 @@ def _flush(now, ti, tf, ci, cf, ri, pi, pf, ll, lw, el, ew, core, off, ok, oa, o
             if not split:
                 cf[CF_DELAY, c] = pf[PF_DELAY, merged]
                 if congestion:
-                    _piece_offer(merged, demand, pi, ll, lw, core, ok, oa, okey_pos, iv, IV_NOK)
+                    _piece_offer(merged, demand, pi, ll, lw, core, ok, oa, okey_pos, iv, SLOT_NOK)
                 a_slot, a_nl, a_links, a_w, a_num, n_add, n_links = _admit_whole(
                     s, c, merged, size, ti, ci, cf, pi, ll, lw, slot_int, free, slot_task, slot_piece, iv, a_slot, a_nl,
                     a_links, a_w, a_num, n_add, n_links)
@@ -909,7 +912,7 @@ def replay_kernel(kind, conn, amount, left, succ_ptr, succ_idx, rate, delay, sam
     times = np.full(n, np.nan)
     busy = np.zeros(rate.shape[0])
     ah = np.empty((64, 3))
-    nah, seq = 0, 0
+    nah, seq = np.int64(0), np.int64(0)
     stack = np.empty((64, 2), np.int64)
     now = 0.0
     roots = np.flatnonzero(left == 0)
@@ -947,7 +950,7 @@ def replay_kernel(kind, conn, amount, left, succ_ptr, succ_idx, rate, delay, sam
                 times[s] = now
                 if top == stack.shape[0]:
                     bigger = np.empty((2 * top, 2), np.int64)
-                    bigger[:top] = stack
+                    _copy_rows(bigger, stack, top)
                     stack = bigger
                 stack[top, 0], stack[top, 1] = s, succ_ptr[s]
                 top += 1
@@ -957,10 +960,3 @@ def replay_kernel(kind, conn, amount, left, succ_ptr, succ_idx, rate, delay, sam
                 seq += 1
     return times, now
 
-
-def _forget_stale() -> None:
-    from netsim.engine.table import _drop_stale_kernels
-    _drop_stale_kernels()
-
-
-_forget_stale()

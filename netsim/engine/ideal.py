@@ -24,11 +24,12 @@ import simpy
 from simpy.events import NORMAL
 
 from netsim.engine.clock import Wakeup
-from netsim.engine.dag import replay_kernel
+from netsim.engine import dag
 from netsim.engine.fabric import CORE_KINDS, Fabric
 from netsim.engine.model import SEND as SEND_KIND
 from netsim.routing.base import Connection
 from netsim.routing.spray import Spray
+from netsim.solver import jit
 from netsim.topology import LINK_KINDS, Topology
 from netsim.topology.pathsets import ragged_arange
 
@@ -377,9 +378,10 @@ def replay(model: PairModel, schedule, tcp: bool = False) -> tuple[np.ndarray, f
     used = used[~same[used]]
     rate[used], delay[used], fptr, flinks, uniform = model.table(src[used], dst[used], ctcp[used])
     succ_ptr, succ_idx = schedule.successors()
-    times, end = replay_kernel(schedule.kind.astype(np.int64), schedule.conn.astype(np.int64),
-                                schedule.amount.astype(np.float64), np.diff(schedule.dep_ptr).astype(np.int64),
-                                succ_ptr.astype(np.int64), succ_idx.astype(np.int64), rate, delay, same)
+    jit.charge(int(sends.sum()))
+    times, end = dag.replay_kernel(schedule.kind.astype(np.int64), schedule.conn.astype(np.int64),
+                                    schedule.amount.astype(np.float64), np.diff(schedule.dep_ptr).astype(np.int64),
+                                    succ_ptr.astype(np.int64), succ_idx.astype(np.int64), rate, delay, same)
     # the bytes the IdealFabric would have counted (summed per connection, then per link or host)
     fab = IdealFabric(None, topo, model, tcp=tcp)
     remote = sends & ~same[np.maximum(schedule.conn, 0)] if n_conn else sends  # (no connection: no send)

@@ -31,11 +31,12 @@ remaining, updated at, finish time, fid). Slots, rows and widths grow by doublin
 from __future__ import annotations
 
 from itertools import chain
-from pathlib import Path
 
 import numpy as np
 
-from netsim.solver.bottleneck import _bottleneck, _heap_pop, _heap_push, njit
+from netsim.solver import jit
+from netsim.solver.bottleneck import _bottleneck, _copy, _heap_pop, _heap_push
+from netsim.solver.jit import njit
 
 CAP, RATE, REM, UPD, FIN, FID, BYTES, DELAY = range(8)
 #: Group row of a slot (``slot_int[GRP]``): 0 for a whole message, g + 1 for a piece of message
@@ -79,7 +80,7 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
         return -needed, np.inf
     stamp = stats[0] + 1
     stats[0] = stamp
-    n_seeds = 0
+    n_seeds = np.int64(0)
     # perf: scratch arrays live in the table (fresh ones of the links' size per call cost page faults)
     seeds = scratch[0]
     comp = scratch[1]
@@ -113,7 +114,7 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
     # Flows below the level keep their rates (margin: the solver's tolerance).
     keep_below = level * (1.0 - 1e-7) if level > 0.0 else 0.0
     # Phase 3: the parts of the contention graph the seeds touch, each solved whole.
-    n_out = 0
+    n_out = np.int64(0)
     for si in range(n_seeds):
         seed = seeds[si]
         if stamp_l[seed] == stamp:
@@ -248,7 +249,7 @@ def _add(add_slots, add_nl, add_links, add_w, add_num, bulk, piece_fd, groups, l
     """Put the added flows on their links: whole messages (``add_num``: cap, remaining, fid, bytes),
     then the pieces of the split messages in ``bulk`` (k, cap, size, first fid, group), each a
     fraction of its message; returns the seed count."""
-    off = 0
+    off = np.int64(0)
     n_single = add_num.shape[1]
     for i in range(n_single):
         s = add_slots[i]
@@ -396,7 +397,7 @@ def _push_finish(num, hkeys, hvals, stats, fin, slot):
 @njit(cache=True, nogil=True)
 def _rebuild_heap(num, hkeys, hvals, stats):
     """Refill the completion heap with the finish times of the flows in flight only."""
-    size = 0
+    size = np.int64(0)
     for s in range(num.shape[0]):
         if num[s, FIN] < np.inf:
             size = _heap_push(hkeys, hvals, size, num[s, FIN], s)
@@ -470,7 +471,7 @@ def _drain_kernel(num, horizon, now, hkeys, hvals, stats, slot_int, links, w, po
     stats[4] = size
     found = found[:count]
     # The heap gives finish times in order; flows finishing at the same time go in fid order.
-    start = 0
+    start = np.int64(0)
     for i in range(1, count + 1):
         if i == count or keys[i] != keys[start]:
             if i - start <= 32:  # perf: a short run sorted in place (no arrays to allocate)
@@ -489,7 +490,7 @@ def _drain_kernel(num, horizon, now, hkeys, hvals, stats, slot_int, links, w, po
                 fids = np.empty(i - start)
                 for j in range(i - start):
                     fids[j] = num[run[j], FID]
-                found[start:i] = run[np.argsort(fids)]  # (fids are unique)
+                _copy(found, start, run[np.argsort(fids)], i - start)  # (fids are unique)
             start = i
     nl, grp, succ = slot_int[0], slot_int[GRP], slot_int[SUCC]
     link_bytes = link_flt[11]
@@ -751,6 +752,7 @@ def warm_up() -> None:
     from netsim.routing import make_routing
     from netsim.topology import leaf_spine
 
+    jit.compile_kernels()
     topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=1, gpus_per_host=1, nics_per_host=1, nic_bandwidth_Bps=1e9,
                       uplink_bandwidth_Bps=1e9, intra_bandwidth_Bps=1e10)
     for routing in ("ecmp", "split"):  # (whole messages and split ones)
@@ -766,37 +768,17 @@ def warm_up() -> None:
     replay(PairModel(topo), b.build())  # the ideal's replay kernel
 
 
-def _drop_stale_kernels() -> None:
-    """Forget compiled kernels older than the modules they inline.
-
-    numba's on-disk cache checks only the kernel's own source file: after an edit of
-    :mod:`netsim.solver.bottleneck` (inlined by the table's kernels) or of this module (inlined by
-    the event loop of :mod:`netsim.engine.dag`) alone it would load kernels built with the old code.
-    """
-    import netsim.solver.bottleneck as solver
-
-    changed = max(Path(solver.__file__).stat().st_mtime, Path(__file__).stat().st_mtime)
-    for kernel in _kernels():
-        try:
-            index = Path(kernel._cache._cache_file._index_path)
-        except AttributeError:  # no numba, or a numba without this cache layout
-            return
-        try:
-            if index.is_file() and index.stat().st_mtime < changed:
-                index.unlink()
-        except OSError:  # a read-only or shared cache: leave it to numba
-            pass
-
-
 def _kernels() -> tuple:
+    """The kernels Python calls (numba dispatchers after :func:`netsim.solver.jit.compile_kernels`)."""
     from netsim.engine import dag
     return (_flush_kernel, _drain_kernel, _place_by_fid, _push_finish, _rebuild_heap, _next, dag.advance,
             dag.release_roots, dag.replay_kernel)
 
 
 def kernels_cached() -> bool:
-    """Whether numba has compiled the kernels on this machine before (a first run compiles them)."""
-    try:
-        return all(Path(k._cache._cache_file._index_path).is_file() for k in _kernels())
-    except AttributeError:  # no numba (plain functions), or a numba without this cache layout
-        return True
+    """Whether numba has compiled the kernels on this machine before (a first run compiles them).
+    Loads numba (:func:`netsim.solver.jit.compile_kernels`) to ask its cache."""
+    if not jit.compile_kernels():
+        return True  # no numba: nothing to compile
+    indexes = [jit.kernel_index(k) for k in _kernels()]
+    return all(index is None or index.is_file() for index in indexes)

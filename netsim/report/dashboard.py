@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import plotly.express as px
 import plotly.graph_objects as go
 
 from netsim.experiment.metrics import CHART_UNITS, METRICS
@@ -25,6 +24,7 @@ from netsim.experiment.results import read_results, read_table
 from netsim.experiment.summary import group_keys, summarize
 from netsim.report.answer import Comparison, answer_figure, is_training, opening, uplink_figure
 from netsim.report.answer_fabric import collision_figure, placement_figure
+from netsim.report.charts import box, grouped_bars
 from netsim.report.cluster_panels import cluster_figures, has_cluster
 from netsim.report.detection_panels import detection_figures, has_detection
 from netsim.report.display import (
@@ -186,6 +186,7 @@ def _size_figures(colls: pd.DataFrame, runs: pd.DataFrame, keys: list[str]) -> l
         busbw_Gbps=("busbw_Gbps", "mean"), time_s=("time_s", "mean"), slowdown=("slowdown", "mean"),
         seeds=("run_id", "nunique")).sort_values("size_bytes")
     by["size"] = by["size_bytes"].map(human_size)
+    import plotly.express as px  # perf: 0.5 s to import, for a sweep of sizes only
     # dashes and symbols: lines that coincide stay visible
     style = {"color": "line", "line_dash": "line", "symbol": "line", "markers": True, "log_x": True,
              "labels": LABELS, "hover_data": ["size", "seeds"]}
@@ -250,15 +251,15 @@ def _link_figures(links: pd.DataFrame, label: dict[str, str], sweep: bool) -> li
     if not len(used):
         return []
     used = used.assign(group=used["run_id"].map(label))
-    figs = [px.box(used, x="tier", y="mean_util", color="group", points=False, labels=LABELS,
-                   title="Mean utilisation of used links, by tier (seeds of a variant pooled)")]
+    figs = [box(used, "tier", "mean_util", "group", LABELS,
+                "Mean utilisation of used links, by tier (seeds of a variant pooled)")]
     if not sweep:
         top = used.sort_values("peak_util", ascending=False).head(25)
         top = top.assign(link=top["src"] + "→" + top["dst"]).rename(
             columns={"peak_util": "peak utilisation", "mean_util": "mean utilisation"})
-        figs.append(px.bar(top, x="link", y=["peak utilisation", "mean utilisation"], barmode="group",
-                           labels={**LABELS, "value": "utilisation", "variable": ""},
-                           title="Most loaded links: peak and mean utilisation"))
+        figs.append(grouped_bars(top, "link", ["peak utilisation", "mean utilisation"],
+                                 {**LABELS, "value": "utilisation", "variable": ""},
+                                 "Most loaded links: peak and mean utilisation"))
     return figs
 
 

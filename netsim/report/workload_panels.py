@@ -9,7 +9,6 @@ import json
 import math
 
 import pandas as pd
-import plotly.express as px
 import plotly.graph_objects as go
 
 from netsim.experiment.summary import interval
@@ -64,6 +63,7 @@ def training_figures(jobs: pd.DataFrame, iterations: pd.DataFrame, label: dict[s
     figs = []
     train = jobs[jobs["kind"] == "training"].assign(variant=lambda j: j["run_id"].map(label))
     if len(iterations):
+        import plotly.express as px  # perf: 0.5 s to import, for training runs only
         it = iterations.assign(variant=iterations["run_id"].map(label))
         per_run = it.groupby(["variant", "run_id", "name"], as_index=False, sort=False)[list(BREAKDOWN)].mean()
         mean = per_run.groupby(["variant", "name"], as_index=False, sort=False)[list(BREAKDOWN)].mean()

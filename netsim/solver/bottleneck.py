@@ -6,29 +6,42 @@ they saturate, with a heap: a link with capacity ``c``, load ``F`` from frozen f
 ``W`` of unfrozen ones fills at level ``(c - F) / W``; popping the lowest level freezes that link's
 unfrozen flows at it and updates only the links those flows cross: O(entries x log links).
 
-The kernel is compiled by numba (``cache=True``: once per machine) when numba is importable and
-``NETSIM_NO_NUMBA`` is unset; otherwise the same Python function runs (slow, but identical), and
-the engine keeps using the numpy :func:`~netsim.solver.maxmin.progressive_filling` for large
-components (see :data:`COMPILED`).
+The kernel is compiled by numba (``cache=True``: once per machine) when numba is available and a run
+is big enough to repay loading it (:mod:`netsim.solver.jit`); otherwise the same Python function runs
+(slow, but identical). Without numba (or with ``NETSIM_NO_NUMBA``) the engine keeps using the numpy
+:func:`~netsim.solver.maxmin.progressive_filling` for large components (see :data:`COMPILED`).
 """
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-try:  # pragma: no cover - exercised by whichever of the two the environment has
-    if os.environ.get("NETSIM_NO_NUMBA"):
-        raise ImportError("NETSIM_NO_NUMBA is set")
-    from numba import njit
+from netsim.solver import jit
+from netsim.solver.jit import njit
 
-    COMPILED = True
-except ImportError:  # pragma: no cover
-    COMPILED = False
+#: numba is there to compile the kernels (:data:`netsim.solver.jit.AVAILABLE`).
+COMPILED = jit.AVAILABLE
 
-    def njit(*_args, **_kwargs):
-        return lambda f: f
+
+# perf (compile time): kernels copy arrays element by element and pass counters that start at zero as
+# ``np.int64(0)``. A slice assignment (``a[:n] = b``) makes numba compile its shape-mismatch message
+# (string formatting: seconds per process), and a literal argument (``0``, a module constant) makes it
+# compile the callee once more for that literal value.
+
+
+@njit(cache=True, nogil=True)
+def _copy(dst, start, src, n):
+    """``dst[start:start + n] = src[:n]``."""
+    for i in range(n):
+        dst[start + i] = src[i]
+
+
+@njit(cache=True, nogil=True)
+def _copy_rows(dst, src, n):
+    """``dst[:n] = src[:n]`` for 2-d arrays of as many columns."""
+    for r in range(n):
+        for c in range(src.shape[1]):
+            dst[r, c] = src[r, c]
 
 
 @njit(cache=True, nogil=True)
@@ -90,7 +103,7 @@ def _order_by_cap(caps):
         else:
             finite[k] = f
             k += 1
-    order[:finite.shape[0]] = finite[np.argsort(caps[finite], kind="mergesort")]
+    _copy(order, 0, finite[np.argsort(caps[finite], kind="mergesort")], finite.shape[0])
     return order
 
 
@@ -134,7 +147,7 @@ def _bottleneck(entry_flow, entry_link, entry_weight, capacity, n_flows, caps, r
     # over many paths). Same rates: the flow freezes at the same value either way.
     caps = caps.copy()
     shared = np.zeros(n_links, np.bool_)
-    size = 0
+    size = np.int64(0)
     for link in range(n_links):
         if unfrozen_w[link] <= 0:
             continue
@@ -226,6 +239,7 @@ def bottleneck_filling(entry_flow: np.ndarray, entry_link: np.ndarray, entry_wei
     ...                    np.array([10.0, 2.0]), 2).tolist()
     [8.0, 2.0]
     """
+    jit.compile_kernels()  # (a no-op after the first call, or without numba)
     caps = np.full(n_flows, np.inf) if cap_Bps is None else np.asarray(cap_Bps, dtype=np.float64)
     return _bottleneck(np.asarray(entry_flow, dtype=np.int64), np.asarray(entry_link, dtype=np.int64),
                        np.asarray(entry_weight, dtype=np.float64), np.asarray(capacity_Bps, dtype=np.float64),
