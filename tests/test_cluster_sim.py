@@ -134,6 +134,33 @@ def test_extrapolation_error_on_other_placements(seed, mean, worst):
     assert err.mean() <= mean and err.max() <= worst
 
 
+# Three leaves of two 4-GPU hosts, one 400G uplink per leaf: two jobs of three hosts each, placed in
+# order, both reach leaf 1 and share its uplink.
+SHARED_UPLINK = {"type": "leaf_spine", "leaves": 3, "spines": 1, "hosts_per_leaf": 2, "gpus_per_host": 4,
+                 "nics_per_host": 4, "nic": {"bandwidth": "400Gbps", "latency": "1us"},
+                 "uplink": {"bandwidth": "400Gbps", "latency": "500ns", "count": 1},
+                 "intra_host": {"bandwidth": "450GB/s", "latency": "300ns"}}
+SHORT_BESIDE_LONG = ["short,0,12,collective:allreduce:ring:128MiB,,,,,300", "long,0,12,gpt-3.6b,4,1,3,3,8"]
+
+
+def _short_beside_long(tmp_path: Path, mode: str) -> pd.DataFrame:
+    d = spec(trace(tmp_path, SHORT_BESIDE_LONG), mode=mode) | {"topology": SHARED_UPLINK, "placement": "sequential"}
+    return jobs_of(run_experiment(parse_spec(d)))
+
+
+def test_a_short_job_beside_a_long_one_is_sampled_over_the_long_ones_whole_iterations(tmp_path):
+    """A 5 ms allreduce job beside a training job of 270 ms iterations (mostly compute, then a gradient
+    allreduce over the shared uplink): a sample of a few short iterations falls inside the long
+    job's compute and reads slowdown 1.00; the full run gives about 2. The sample must span whole
+    iterations of the long job."""
+    x, f = _short_beside_long(tmp_path, "extrapolate"), _short_beside_long(tmp_path, "full")
+    assert f.loc["short", "alone_iteration_s"] < 0.01 < 0.2 < f.loc["long", "alone_iteration_s"]
+    assert f.loc["short", "slowdown"] > 1.5
+    assert x.loc["short", "slowdown"] == pytest.approx(f.loc["short", "slowdown"], rel=0.02)
+    assert x.loc["long", "slowdown"] == pytest.approx(f.loc["long", "slowdown"], rel=0.02)
+    assert ((x["jct_s"] / f["jct_s"] - 1).abs() <= 0.02).all()
+
+
 def test_cluster_runs_are_deterministic_and_write_their_tables(tmp_path):
     out = tmp_path / "r"
     first = run_experiment(parse_spec(spec(BUSY, max_jobs=4)))

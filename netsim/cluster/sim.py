@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from netsim.cluster.sampling import Sample, make_fabric, one_pass, window
 from netsim.cluster.scheduler import Waiting, choose
 from netsim.cluster.trace import JobTrace, read_trace
 from netsim.cluster.view import ClusterFabric
@@ -45,11 +46,9 @@ from netsim.experiment.run import (
     _rngs,
     build_topology,
     choose_partitions,
-    simulate,
     spec_hash,
 )
 from netsim.placement import host_domains, make_placement
-from netsim.routing import make_routing
 from netsim.topology import Topology
 from netsim.workload import plan_workload, run_workload
 from netsim.workload.pipeline import plan_training, run_training
@@ -80,6 +79,18 @@ class TraceJob:
     epochs: int = 0
     alone_s: float = math.nan         #: iteration time alone on its GPUs
     plan: JobPlan | None = None
+    starts: np.ndarray | None = None  #: when its iterations began in its last sample (run time)
+
+    def last_start(self, t: float) -> float:
+        """When its iteration under way at ``t`` began (extrapolation): in its last sample, or past the
+        sample's end every ``iteration_s``; ``t`` itself for a job that has not run yet."""
+        if self.starts is None or not len(self.starts) or t <= self.starts[0]:
+            return t
+        i = int(np.searchsorted(self.starts, t, side="right")) - 1
+        if i < len(self.starts) - 1:
+            return float(self.starts[i])
+        last = float(self.starts[-1])
+        return last + math.floor((t - last) / self.iteration_s) * self.iteration_s
 
 
 @dataclass
@@ -141,63 +152,16 @@ def plan_job(run: ClusterRun, job: TraceJob, gpus: np.ndarray, iterations: int =
     return JobPlan(job.index, job.name, "collective", spec.placement.type, gpus, plan, 0.0, iterations, job.spec)
 
 
-# ---------------------------------------------------------------------------------- sample simulations
-@dataclass
-class Sample:
-    """What one sample simulation measured: per job its iteration time, and the fabric's load per
-    second of the sample (so an epoch of any length scales it)."""
-
-    times: dict[int, float]
-    length_s: float
-    byte_rate: np.ndarray      #: bytes per second per link
-    busy_share: np.ndarray     #: busy fraction per link
-    peak_util: np.ndarray
-    offered: np.ndarray
-    spray_offered: np.ndarray
-    stats: dict
-    pairs: tuple[int, int]
-
-    @classmethod
-    def of(cls, times: dict[int, float], length_s: float, fabric) -> Sample:
-        per = 1.0 / length_s if length_s > 0 else 0.0
-        return cls(times, length_s, fabric.link_bytes * per, fabric.link_busy_s * per,
-                   np.array(fabric.link_peak_util, dtype=np.float64),
-                   np.array(fabric.offered_peak) if fabric.track_congestion else np.zeros_like(fabric.link_bytes),
-                   np.array(fabric.spray_offered_peak) if fabric.track_congestion else np.zeros_like(fabric.link_bytes),
-                   {k: int(fabric.stats.get(k, 0)) for k in ("flows", "subflows", "reroutes", "solver_calls")},
-                   fabric.queue_pair_totals())
-
-
-def sample(run: ClusterRun, plans: list[JobPlan], offsets: dict[int, float] | None = None) -> Sample:
-    """Simulate one sample of ``plans`` together, job ``i`` starting at ``offsets[i]``: per job its
-    iteration time (the mean over its iterations after the first, which the offset skews), the
-    sample's length and load."""
-    spec = run.spec
-    quiet = spec.model_copy(update={"engine": spec.engine.model_copy(
-        update={"record_flows": False, "ideal": False, "link_series": 0})})
-    for jp in plans:
-        jp.began_s = jp.ended_s = math.nan
-        jp.start_s = offsets.get(jp.index, 0.0) if offsets else 0.0
-    env, fabric, _records, iterations = simulate(quiet, run.topology, plans, _rngs(spec)[1], faults=False,
-                                                 ideal=False)
-    run.events += env.events_processed
-    run.samples += 1
-    times = {}
-    for jp in plans:
-        if jp.kind == "training":
-            mine = [r.duration_s for r in sorted(iterations, key=lambda r: r.start_s) if r.job == jp.index]
-            times[jp.index] = float(np.mean(mine[1:] if len(mine) > 1 else mine))
-        else:
-            times[jp.index] = (jp.ended_s - jp.began_s) / jp.iterations
-    return Sample.of(times, env.now, fabric)
-
-
+# ---------------------------------------------------------------------------------- samples
 def alone(run: ClusterRun, job: TraceJob, gpus: np.ndarray) -> Sample:
     """``job`` alone on ``gpus``, one iteration (every iteration alone is the same; cached by workload and GPUs)."""
     key = (job.key, tuple(gpus.tolist()))
     hit = run.alone.get(key)
     if hit is None:
-        hit = run.alone[key] = sample(run, [plan_job(run, job, gpus, iterations=1)])
+        hit, events = one_pass(run.spec, run.topology, plan_job(run, job, gpus, iterations=1))
+        run.alone[key] = hit
+        run.events += events
+        run.samples += 1
     return hit
 
 
@@ -257,22 +221,34 @@ def components(run: ClusterRun, jobs: list[TraceJob]) -> list[list[TraceJob]]:
     return list(groups.values())
 
 
-def measure(run: ClusterRun, running: list[TraceJob]) -> list[Sample]:
-    """Samples of the running jobs, group by group (:func:`components`): a group that ran the same
-    last time keeps its sample; a group of one is the job alone."""
+def measure(run: ClusterRun, running: list[TraceJob], now: float) -> list[Sample]:
+    """Samples of the running jobs at ``now``, group by group (:func:`components`): a group that ran
+    the same last time keeps its sample; a group of one is the job alone.
+
+    A sample keeps the jobs' phases, as a full run does: it begins when the earliest of the group's
+    current iterations began (:meth:`TraceJob.last_start`), each running job starting its current
+    iteration when it began and a job starting now at ``now``. (Starting every job at a random
+    phase instead loses the phase relations the running jobs settled into, such as two jobs that
+    lock their gradient allreduces in step.)"""
     out, kept = [], {}
     for group in components(run, running):
         key = frozenset(j.index for j in group)
         hit = run.groups.get(key)
         if hit is None:
+            began = {j.index: j.last_start(now) for j in group}
+            origin = min(began.values())
+            offsets = {i: t - origin for i, t in began.items()}
             if len(group) == 1:
                 job = group[0]
                 hit = replace(alone(run, job, job.gpus), times={job.index: alone_iteration(run, job, job.gpus)})
+                hit.starts = {job.index: np.zeros(1)}
             else:
-                rng = np.random.default_rng([run.spec.seed, 3, *sorted(key)])
-                offsets = {j.index: float(rng.random()) * j.estimate_s / j.iterations for j in group}
-                hit = sample(run, [plan_job(run, j, j.gpus, run.spec.cluster.sample_iterations) for j in group],
-                             offsets)
+                hit, events = window(run.spec, run.topology, [plan_job(run, j, j.gpus) for j in group], offsets,
+                                     run.spec.cluster.sample_iterations)
+                run.events += events
+                run.samples += 1
+            for j in group:
+                j.starts = origin + hit.starts[j.index]
         kept[key] = hit
         out.append(hit)
     run.groups = kept
@@ -323,7 +299,7 @@ def extrapolate(run: ClusterRun) -> None:
         started = start_jobs(run, queue, running, t, lambda j: j.start_s + j.estimate_s)
         running += started
         if (started or dirty) and running:  # the running set changed: sample the groups that changed
-            samples = measure(run, running)
+            samples = measure(run, running, t)
             for smp in samples:
                 for index, seconds in smp.times.items():
                     run.jobs[index].iteration_s = seconds
@@ -361,10 +337,7 @@ def full(run: ClusterRun, on_start=None) -> Fabric:
     and departures (the reference the extrapolation is measured against)."""
     spec = run.spec
     env = Environment()
-    routing = make_routing(spec.routing.type, run.topology, _rngs(spec)[1], spec.routing.options)
-    fabric = Fabric(env, run.topology, routing, completion_tolerance_s=spec.engine.completion_tolerance,
-                    record_flows=spec.engine.record_flows, track_congestion=spec.engine.congestion,
-                    link_series_bins=spec.engine.link_series, backend=spec.engine.backend)
+    fabric = make_fabric(spec, run.topology, env)
     queue: list[TraceJob] = []
     running: list[TraceJob] = []
     changed = [env.event()]
