@@ -161,6 +161,29 @@ def test_a_short_job_beside_a_long_one_is_sampled_over_the_long_ones_whole_itera
     assert ((x["jct_s"] / f["jct_s"] - 1).abs() <= 0.02).all()
 
 
+def test_full_mode_fills_the_cluster_tables(tmp_path):
+    """``mode: full`` writes the cluster series (one row per change of the running set, its busy
+    GPU-time that of the jobs) and the run's GPU utilisation, as an extrapolated run does."""
+    import yaml
+    path = trace(tmp_path, SHORT_BESIDE_LONG[:1] + ["long,0.2,12,gpt-3.6b,4,1,3,3,4"])
+    utilisation = {}
+    for mode in ("full", "extrapolate"):
+        cfg, out = tmp_path / f"{mode}.yaml", tmp_path / mode
+        cfg.write_text(yaml.safe_dump(spec(path, mode=mode) | {"topology": SHARED_UPLINK, "placement": "sequential"}))
+        res = runner.invoke(app, ["run", str(cfg), "--out", str(out), "--no-report"])
+        assert res.exit_code == 0, res.output
+        jobs = pd.read_parquet(out / "cluster_jobs.parquet")
+        series = pd.read_parquet(out / "cluster_series.parquet")
+        assert list(series["running"]) == [1, 2, 1] and (series["t_end_s"] > series["t_start_s"]).all()
+        busy = (series["busy_gpus"] * (series["t_end_s"] - series["t_start_s"])).sum()
+        assert busy == pytest.approx(((jobs["end_s"] - jobs["start_s"]) * jobs["gpus"]).sum(), rel=1e-9)
+        assert series["t_end_s"].iat[-1] == pytest.approx(jobs["end_s"].max(), rel=1e-12)
+        assert (series["core_mean_util"].iat[1] > 0) and (series["core_mean_util"] <= series["core_peak_util"]).all()
+        utilisation[mode] = pd.read_parquet(out / "runs.parquet")["cluster_utilisation"].iat[0]
+    assert 0 < utilisation["full"] < 1
+    assert utilisation["full"] == pytest.approx(utilisation["extrapolate"], rel=0.02)
+
+
 def test_cluster_runs_are_deterministic_and_write_their_tables(tmp_path):
     out = tmp_path / "r"
     first = run_experiment(parse_spec(spec(BUSY, max_jobs=4)))

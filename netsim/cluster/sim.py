@@ -332,6 +332,31 @@ def extrapolate(run: ClusterRun) -> None:
         t = t_next
 
 
+class EpochLog:
+    """The full run's ``cluster_series``: one row per interval between changes of the running or waiting
+    jobs, its core load from the bytes the core links carried in it (a message's bytes count when it
+    drains); ``core_peak_util`` is the busiest core link's mean utilisation over the interval (the full
+    run keeps no per-interval instantaneous peak)."""
+
+    def __init__(self, run: ClusterRun, fabric: Fabric):
+        self.run, self.fabric = run, fabric
+        self.core = _core(run.topology)
+        self.capacity = run.topology.links.capacity_Bps[self.core]
+        self.state: tuple = (0.0, 0, 0, 0, np.zeros(int(self.core.sum())))
+
+    def open(self, now: float, running: int, waiting: int) -> None:
+        """The running set as the scheduler left it at ``now``."""
+        self.state = (now, running, waiting, int((~self.run.free).sum()), self.fabric.link_bytes[self.core])
+
+    def close(self, now: float) -> None:
+        """End the interval opened last at ``now`` (nothing for an empty one)."""
+        t, running, waiting, busy, carried = self.state
+        if now > t:
+            util = (self.fabric.link_bytes[self.core] - carried) / (self.capacity * (now - t))
+            mean, peak = (float(util.mean()), float(util.max())) if len(util) else (0.0, 0.0)
+            self.run.series.append((t, now, running, waiting, busy, busy / len(self.run.free), mean, peak))
+
+
 def full(run: ClusterRun, on_start=None) -> Fabric:
     """Every iteration of every job in one simulation, the scheduler a process reacting to arrivals
     and departures (the reference the extrapolation is measured against)."""
@@ -342,6 +367,7 @@ def full(run: ClusterRun, on_start=None) -> Fabric:
     running: list[TraceJob] = []
     changed = [env.event()]
     iteration_log: dict[int, list] = {}
+    epochs = EpochLog(run, fabric)
 
     def job_process(job: TraceJob):
         jp = job.plan
@@ -366,12 +392,15 @@ def full(run: ClusterRun, on_start=None) -> Fabric:
             while nxt < len(arrivals) and arrivals[nxt].submit_s <= env.now:
                 queue.append(arrivals[nxt])
                 nxt += 1
+            epochs.close(env.now)
             for job in start_jobs(run, queue, running, env.now, lambda j: j.start_s + j.estimate_s):
                 running.append(job)
                 env.process(job_process(job))
+            epochs.open(env.now, len(running), len(queue))
             changed[0] = env.event()
             waits = [changed[0]] + ([env.timeout(arrivals[nxt].submit_s - env.now)] if nxt < len(arrivals) else [])
             yield env.any_of(waits)
+        epochs.close(env.now)
 
     env.process(scheduler())
     if on_start is not None:
