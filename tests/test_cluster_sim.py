@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -119,19 +120,39 @@ def _jct_errors(seed: int) -> pd.Series:
 
 
 def test_extrapolation_against_full_simulation_on_the_busy_trace():
-    """The documented check (docs/cluster.md), seed 1: the extrapolated JCTs within 2.5% of the full
-    simulation's on average (measured 2.45%, worst job 6.0%)."""
+    """The documented check (docs/cluster.md), seed 1: the extrapolated JCTs within 2% of the full
+    simulation's on average and 5% for the worst job (measured 0.75% and 2.2%)."""
     err = _jct_errors(1)
-    assert err.mean() <= 0.025 and err.max() <= 0.07
+    assert err.mean() <= 0.02 and err.max() <= 0.05
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed, mean, worst", [(2, 0.011, 0.04), (3, 0.052, 0.13)])
-def test_extrapolation_error_on_other_placements(seed, mean, worst):
-    """Seeds 2 and 3 (docs/cluster.md): 0.96% / 3.5% and 5.1% / 12.5% (mean / worst job); seed 3's
-    jobs lock their DP allreduces in step in the full run, which the sample does not reproduce."""
+@pytest.mark.parametrize("seed", [2, 3])
+def test_extrapolation_error_on_other_placements(seed):
+    """Seeds 2 and 3 (docs/cluster.md): 1.06% / 2.8% and 1.11% / 2.7% (mean / worst job); seed 3's jobs
+    lock their DP allreduces in step, which a sample keeps by starting the jobs where they are."""
     err = _jct_errors(seed)
-    assert err.mean() <= mean and err.max() <= worst
+    assert err.mean() <= 0.02 and err.max() <= 0.05
+
+
+@pytest.mark.slow
+def test_extrapolation_error_on_a_random_trace(tmp_path):
+    """A trace of ``netsim trace-synth`` (seed 2, not tuned on: 12 data-parallel GPT-3.6B/7.5B jobs of 16
+    iterations arriving over 6 s on 128 GPUs, presets with pp 1 and small batches so their gradient
+    allreduces contend) measured 3.0% / 6.7% (mean / worst job), short of the 2% / 5% target
+    (docs/cluster.md: short epochs of jobs still settling their phases)."""
+    from netsim.cluster.synthetic import synthetic_trace
+    for name, base, batch in (("dp-3.6b", "gpt-3.6b", 4), ("dp-7.5b", "gpt-7.5b", 16)):
+        text = (ROOT / "workloads" / f"{base}.yaml").read_text().replace("global_batch: 32", f"global_batch: {batch}")
+        text = re.sub(r"(?m)^parallelism: .*$", "parallelism: {tp: 8, pp: 1, dp: 4}", text)
+        (tmp_path / f"{name}.yaml").write_text(text)
+    synth = synthetic_trace(12, span_s=6, cluster_gpus=128, size_mix={16: 0.4, 32: 0.4, 64: 0.2},
+                            model_mix={"dp-3.6b": 2, "dp-7.5b": 1}, iterations=16, seed=2, preset_dirs=[tmp_path])
+    synth.write(tmp_path / "synth.csv")
+    x = jobs_of(run_experiment(parse_spec(spec(tmp_path / "synth.csv") | {"seed": 2})))
+    f = jobs_of(run_experiment(parse_spec(spec(tmp_path / "synth.csv", mode="full") | {"seed": 2})))
+    err = (x["jct_s"] / f["jct_s"] - 1).abs()
+    assert err.mean() <= 0.035 and err.max() <= 0.075
 
 
 # Three leaves of two 4-GPU hosts, one 400G uplink per leaf: two jobs of three hosts each, placed in
