@@ -37,7 +37,7 @@ class TraceJob:
     model: str
     n_gpus: int
     submit_s: float
-    spec: JobSpec           #: the workload, set to run one sample (``sample_iterations`` iterations)
+    spec: JobSpec           #: the workload (one iteration; a sample repeats it)
     key: str                #: the workload's identity (the alone-time cache)
     iterations: int = 0
     estimate_s: float = math.nan      #: its length alone, as the scheduler is told

@@ -6,10 +6,11 @@ starts it, the experiment's placement policy picks free GPUs and its routing pol
 traffic together with every other running job's (C4P plans over all of them).
 
 **Extrapolation** (``mode: extrapolate``, the default). Between two changes of the running set
-(an arrival that starts, a departure) nothing about the traffic changes, so netsim simulates
-``sample_iterations`` iterations of every running job together once per change and runs each job
-at the iteration time it measured until the next change (when the set changes again the jobs
-are re-simulated). A job given by ``duration_s`` runs the iterations that take that long alone.
+(an arrival that starts, a departure) nothing about the traffic changes, so netsim simulates the
+running jobs together once per change, each from where it is in its iteration, until every job has
+run ``sample_iterations`` whole iterations (:mod:`netsim.cluster.sampling`), and runs each job at the
+iteration time it measured until the next change (when the set changes again the jobs are
+re-simulated). A job given by ``duration_s`` runs the iterations that take that long alone.
 ``mode: full`` simulates every iteration of every job in one simulation instead, and is how the
 extrapolation's error is measured (docs/cluster.md).
 
