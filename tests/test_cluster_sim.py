@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -119,19 +120,89 @@ def _jct_errors(seed: int) -> pd.Series:
 
 
 def test_extrapolation_against_full_simulation_on_the_busy_trace():
-    """The documented check (docs/cluster.md), seed 1: the extrapolated JCTs within 2.5% of the full
-    simulation's on average (measured 2.45%, worst job 6.0%)."""
+    """The documented check (docs/cluster.md), seed 1: the extrapolated JCTs within 2% of the full
+    simulation's on average and 5% for the worst job (measured 0.75% and 2.2%)."""
     err = _jct_errors(1)
-    assert err.mean() <= 0.025 and err.max() <= 0.07
+    assert err.mean() <= 0.02 and err.max() <= 0.05
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed, mean, worst", [(2, 0.011, 0.04), (3, 0.052, 0.13)])
-def test_extrapolation_error_on_other_placements(seed, mean, worst):
-    """Seeds 2 and 3 (docs/cluster.md): 0.96% / 3.5% and 5.1% / 12.5% (mean / worst job); seed 3's
-    jobs lock their DP allreduces in step in the full run, which the sample does not reproduce."""
+@pytest.mark.parametrize("seed", [2, 3])
+def test_extrapolation_error_on_other_placements(seed):
+    """Seeds 2 and 3 (docs/cluster.md): 1.06% / 2.8% and 1.11% / 2.7% (mean / worst job); seed 3's jobs
+    lock their DP allreduces in step, which a sample keeps by starting the jobs where they are."""
     err = _jct_errors(seed)
-    assert err.mean() <= mean and err.max() <= worst
+    assert err.mean() <= 0.02 and err.max() <= 0.05
+
+
+@pytest.mark.slow
+def test_extrapolation_error_on_a_random_trace(tmp_path):
+    """A trace of ``netsim trace-synth`` (seed 2, not tuned on: 12 data-parallel GPT-3.6B/7.5B jobs of 16
+    iterations arriving over 6 s on 128 GPUs, presets with pp 1 and small batches so their gradient
+    allreduces contend) measured 3.0% / 6.7% (mean / worst job), short of the 2% / 5% target
+    (docs/cluster.md: short epochs of jobs still settling their phases)."""
+    from netsim.cluster.synthetic import synthetic_trace
+    for name, base, batch in (("dp-3.6b", "gpt-3.6b", 4), ("dp-7.5b", "gpt-7.5b", 16)):
+        text = (ROOT / "workloads" / f"{base}.yaml").read_text().replace("global_batch: 32", f"global_batch: {batch}")
+        text = re.sub(r"(?m)^parallelism: .*$", "parallelism: {tp: 8, pp: 1, dp: 4}", text)
+        (tmp_path / f"{name}.yaml").write_text(text)
+    synth = synthetic_trace(12, span_s=6, cluster_gpus=128, size_mix={16: 0.4, 32: 0.4, 64: 0.2},
+                            model_mix={"dp-3.6b": 2, "dp-7.5b": 1}, iterations=16, seed=2, preset_dirs=[tmp_path])
+    synth.write(tmp_path / "synth.csv")
+    x = jobs_of(run_experiment(parse_spec(spec(tmp_path / "synth.csv") | {"seed": 2})))
+    f = jobs_of(run_experiment(parse_spec(spec(tmp_path / "synth.csv", mode="full") | {"seed": 2})))
+    err = (x["jct_s"] / f["jct_s"] - 1).abs()
+    assert err.mean() <= 0.035 and err.max() <= 0.075
+
+
+# Three leaves of two 4-GPU hosts, one 400G uplink per leaf: two jobs of three hosts each, placed in
+# order, both reach leaf 1 and share its uplink.
+SHARED_UPLINK = {"type": "leaf_spine", "leaves": 3, "spines": 1, "hosts_per_leaf": 2, "gpus_per_host": 4,
+                 "nics_per_host": 4, "nic": {"bandwidth": "400Gbps", "latency": "1us"},
+                 "uplink": {"bandwidth": "400Gbps", "latency": "500ns", "count": 1},
+                 "intra_host": {"bandwidth": "450GB/s", "latency": "300ns"}}
+SHORT_BESIDE_LONG = ["short,0,12,collective:allreduce:ring:128MiB,,,,,300", "long,0,12,gpt-3.6b,4,1,3,3,8"]
+
+
+def _short_beside_long(tmp_path: Path, mode: str) -> pd.DataFrame:
+    d = spec(trace(tmp_path, SHORT_BESIDE_LONG), mode=mode) | {"topology": SHARED_UPLINK, "placement": "sequential"}
+    return jobs_of(run_experiment(parse_spec(d)))
+
+
+def test_a_short_job_beside_a_long_one_is_sampled_over_the_long_ones_whole_iterations(tmp_path):
+    """A 5 ms allreduce job beside a training job of 270 ms iterations (mostly compute, then a gradient
+    allreduce over the shared uplink): a sample of a few short iterations falls inside the long
+    job's compute and reads slowdown 1.00; the full run gives about 2. The sample must span whole
+    iterations of the long job."""
+    x, f = _short_beside_long(tmp_path, "extrapolate"), _short_beside_long(tmp_path, "full")
+    assert f.loc["short", "alone_iteration_s"] < 0.01 < 0.2 < f.loc["long", "alone_iteration_s"]
+    assert f.loc["short", "slowdown"] > 1.5
+    assert x.loc["short", "slowdown"] == pytest.approx(f.loc["short", "slowdown"], rel=0.02)
+    assert x.loc["long", "slowdown"] == pytest.approx(f.loc["long", "slowdown"], rel=0.02)
+    assert ((x["jct_s"] / f["jct_s"] - 1).abs() <= 0.02).all()
+
+
+def test_full_mode_fills_the_cluster_tables(tmp_path):
+    """``mode: full`` writes the cluster series (one row per change of the running set, its busy
+    GPU-time that of the jobs) and the run's GPU utilisation, as an extrapolated run does."""
+    import yaml
+    path = trace(tmp_path, SHORT_BESIDE_LONG[:1] + ["long,0.2,12,gpt-3.6b,4,1,3,3,4"])
+    utilisation = {}
+    for mode in ("full", "extrapolate"):
+        cfg, out = tmp_path / f"{mode}.yaml", tmp_path / mode
+        cfg.write_text(yaml.safe_dump(spec(path, mode=mode) | {"topology": SHARED_UPLINK, "placement": "sequential"}))
+        res = runner.invoke(app, ["run", str(cfg), "--out", str(out), "--no-report"])
+        assert res.exit_code == 0, res.output
+        jobs = pd.read_parquet(out / "cluster_jobs.parquet")
+        series = pd.read_parquet(out / "cluster_series.parquet")
+        assert list(series["running"]) == [1, 2, 1] and (series["t_end_s"] > series["t_start_s"]).all()
+        busy = (series["busy_gpus"] * (series["t_end_s"] - series["t_start_s"])).sum()
+        assert busy == pytest.approx(((jobs["end_s"] - jobs["start_s"]) * jobs["gpus"]).sum(), rel=1e-9)
+        assert series["t_end_s"].iat[-1] == pytest.approx(jobs["end_s"].max(), rel=1e-12)
+        assert (series["core_mean_util"].iat[1] > 0) and (series["core_mean_util"] <= series["core_peak_util"]).all()
+        utilisation[mode] = pd.read_parquet(out / "runs.parquet")["cluster_utilisation"].iat[0]
+    assert 0 < utilisation["full"] < 1
+    assert utilisation["full"] == pytest.approx(utilisation["extrapolate"], rel=0.02)
 
 
 def test_cluster_runs_are_deterministic_and_write_their_tables(tmp_path):

@@ -6,10 +6,11 @@ starts it, the experiment's placement policy picks free GPUs and its routing pol
 traffic together with every other running job's (C4P plans over all of them).
 
 **Extrapolation** (``mode: extrapolate``, the default). Between two changes of the running set
-(an arrival that starts, a departure) nothing about the traffic changes, so netsim simulates
-``sample_iterations`` iterations of every running job together once per change and runs each job
-at the iteration time it measured until the next change (when the set changes again the jobs
-are re-simulated). A job given by ``duration_s`` runs the iterations that take that long alone.
+(an arrival that starts, a departure) nothing about the traffic changes, so netsim simulates the
+running jobs together once per change, each from where it is in its iteration, until every job has
+run ``sample_iterations`` whole iterations (:mod:`netsim.cluster.sampling`), and runs each job at the
+iteration time it measured until the next change (when the set changes again the jobs are
+re-simulated). A job given by ``duration_s`` runs the iterations that take that long alone.
 ``mode: full`` simulates every iteration of every job in one simulation instead, and is how the
 extrapolation's error is measured (docs/cluster.md).
 
@@ -21,207 +22,38 @@ running and waiting jobs, busy GPUs, utilisation, and the core links' mean and p
 
 from __future__ import annotations
 
-import json
 import math
-import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from netsim.cluster.scheduler import Waiting, choose
-from netsim.cluster.trace import JobTrace, read_trace
+from netsim.cluster.full import full
+from netsim.cluster.jobs import (  # noqa: F401  (trace_jobs: read by netsim.experiment.run)
+    ClusterRun,
+    TraceJob,
+    alone,
+    alone_iteration,
+    core_links,
+    plan_job,
+    resolve_lengths,
+    start_jobs,
+    trace_jobs,
+)
+from netsim.cluster.sampling import Sample, window
+from netsim.cluster.trace import read_trace
 from netsim.cluster.view import ClusterFabric
-from netsim.config import ExperimentSpec, JobSpec, TrainingWorkload
-from netsim.engine import Environment, Fabric
-from netsim.engine.ideal import core_mask
+from netsim.config import ExperimentSpec
 from netsim.errors import ConfigError
 from netsim.experiment.results import CLUSTER_JOB_COLUMNS, CLUSTER_SERIES_COLUMNS
-from netsim.experiment.run import (
-    JobPlan,
-    RunResult,
-    _rngs,
-    build_topology,
-    choose_partitions,
-    simulate,
-    spec_hash,
-)
-from netsim.placement import host_domains, make_placement
-from netsim.routing import make_routing
-from netsim.topology import Topology
-from netsim.workload import plan_workload, run_workload
-from netsim.workload.pipeline import plan_training, run_training
+from netsim.experiment.run import RunResult, _rngs, build_topology, spec_hash
+from netsim.placement import host_domains
 
 JOB_COLUMNS, SERIES_COLUMNS = CLUSTER_JOB_COLUMNS, CLUSTER_SERIES_COLUMNS
 
 
-@dataclass
-class TraceJob:
-    """One job of the trace on its way through the cluster."""
-
-    index: int
-    name: str
-    kind: str               #: ``training`` or ``collective``
-    model: str
-    n_gpus: int
-    submit_s: float
-    spec: JobSpec           #: the workload, set to run one sample (``sample_iterations`` iterations)
-    key: str                #: the workload's identity (the alone-time cache)
-    iterations: int = 0
-    estimate_s: float = math.nan      #: its length alone, as the scheduler is told
-    gpus: np.ndarray | None = None
-    start_s: float = math.nan
-    end_s: float = math.nan
-    done: float = 0.0                 #: iterations done (a fraction between changes)
-    iteration_s: float = math.nan     #: current iteration time (extrapolation)
-    busy_s: float = 0.0               #: time spent running, summed over epochs
-    epochs: int = 0
-    alone_s: float = math.nan         #: iteration time alone on its GPUs
-    plan: JobPlan | None = None
-
-
-@dataclass
-class ClusterRun:
-    """State of one cluster run (see the module docstring)."""
-
-    spec: ExperimentSpec
-    topology: Topology
-    jobs: list[TraceJob]
-    free: np.ndarray                       #: per GPU, whether no job holds it
-    placement_rng: np.random.Generator
-    series: list[tuple] = field(default_factory=list)
-    alone: dict[tuple, Sample] = field(default_factory=dict)
-    groups: dict[frozenset, Sample] = field(default_factory=dict)   #: the current epoch's samples, by group
-    plans: dict[tuple, object] = field(default_factory=dict)        #: training plans by (job, GPUs)
-    domains: np.ndarray | None = None                               #: per host, its leaf (edge switches)
-    fabric: ClusterFabric | None = None
-    events: int = 0
-    samples: int = 0
-
-
-# ---------------------------------------------------------------------------------- building the jobs
-def trace_jobs(spec: ExperimentSpec, trace: JobTrace) -> list[TraceJob]:
-    """The trace's jobs as :class:`TraceJob` s, their workloads validated (one sample each)."""
-    rows = trace.jobs.head(spec.cluster.max_jobs) if spec.cluster.max_jobs else trace.jobs
-    out = []
-    for i, row in enumerate(rows.itertuples(index=False)):
-        workload = trace.workload(row.job)
-        workload.pop("iterations", None)
-        try:
-            job = JobSpec.model_validate({"name": _name(row.job, i), "workload": workload})
-        except (ValueError, ConfigError) as exc:  # (pydantic's ValidationError is a ValueError)
-            raise ConfigError(f"job {row.job!r} of the trace: {exc}", "cluster.trace") from None
-        out.append(TraceJob(i, str(row.job), str(row.kind), str(row.model), int(row.gpus), float(row.submit_s), job,
-                            json.dumps(workload, sort_keys=True, default=str)))
-    return out
-
-
-def _name(job: str, i: int) -> str:
-    """A job name the spec accepts (trace names allow ``:``, which job names do not)."""
-    clean = re.sub(r"[^A-Za-z0-9_.-]", "-", job)
-    return clean if clean and clean[0].isalnum() else f"job-{i}"
-
-
-def plan_job(run: ClusterRun, job: TraceJob, gpus: np.ndarray, iterations: int = 1) -> JobPlan:
-    """``job`` resolved on ``gpus`` to run ``iterations`` iterations (its index is its trace position,
-    so its connections keep their identity, and hashed paths, from one sample to the next)."""
-    spec, topo = run.spec, run.topology
-    w = job.spec.workload
-    if isinstance(w, TrainingWorkload):
-        plan = run.plans.get((job.index, tuple(gpus.tolist())))
-        if plan is None:
-            plan = plan_training(w, gpus.tolist(), topo, job=job.index, name=job.name, seed=spec.seed)
-            jp = JobPlan(job.index, job.name, "training", spec.placement.type, gpus, plan, 0.0, 1, job.spec)
-            choose_partitions(spec, topo, [jp])
-            plan = run.plans[(job.index, tuple(gpus.tolist()))] = jp.plan
-        return JobPlan(job.index, job.name, "training", spec.placement.type, gpus, plan, 0.0, iterations, job.spec)
-    plan = plan_workload(w, gpus.tolist(), topology=topo)
-    return JobPlan(job.index, job.name, "collective", spec.placement.type, gpus, plan, 0.0, iterations, job.spec)
-
-
-# ---------------------------------------------------------------------------------- sample simulations
-@dataclass
-class Sample:
-    """What one sample simulation measured: per job its iteration time, and the fabric's load per
-    second of the sample (so an epoch of any length scales it)."""
-
-    times: dict[int, float]
-    length_s: float
-    byte_rate: np.ndarray      #: bytes per second per link
-    busy_share: np.ndarray     #: busy fraction per link
-    peak_util: np.ndarray
-    offered: np.ndarray
-    spray_offered: np.ndarray
-    stats: dict
-    pairs: tuple[int, int]
-
-    @classmethod
-    def of(cls, times: dict[int, float], length_s: float, fabric) -> Sample:
-        per = 1.0 / length_s if length_s > 0 else 0.0
-        return cls(times, length_s, fabric.link_bytes * per, fabric.link_busy_s * per,
-                   np.array(fabric.link_peak_util, dtype=np.float64),
-                   np.array(fabric.offered_peak) if fabric.track_congestion else np.zeros_like(fabric.link_bytes),
-                   np.array(fabric.spray_offered_peak) if fabric.track_congestion else np.zeros_like(fabric.link_bytes),
-                   {k: int(fabric.stats.get(k, 0)) for k in ("flows", "subflows", "reroutes", "solver_calls")},
-                   fabric.queue_pair_totals())
-
-
-def sample(run: ClusterRun, plans: list[JobPlan], offsets: dict[int, float] | None = None) -> Sample:
-    """Simulate one sample of ``plans`` together, job ``i`` starting at ``offsets[i]``: per job its
-    iteration time (the mean over its iterations after the first, which the offset skews), the
-    sample's length and load."""
-    spec = run.spec
-    quiet = spec.model_copy(update={"engine": spec.engine.model_copy(
-        update={"record_flows": False, "ideal": False, "link_series": 0})})
-    for jp in plans:
-        jp.began_s = jp.ended_s = math.nan
-        jp.start_s = offsets.get(jp.index, 0.0) if offsets else 0.0
-    env, fabric, _records, iterations = simulate(quiet, run.topology, plans, _rngs(spec)[1], faults=False,
-                                                 ideal=False)
-    run.events += env.events_processed
-    run.samples += 1
-    times = {}
-    for jp in plans:
-        if jp.kind == "training":
-            mine = [r.duration_s for r in sorted(iterations, key=lambda r: r.start_s) if r.job == jp.index]
-            times[jp.index] = float(np.mean(mine[1:] if len(mine) > 1 else mine))
-        else:
-            times[jp.index] = (jp.ended_s - jp.began_s) / jp.iterations
-    return Sample.of(times, env.now, fabric)
-
-
-def alone(run: ClusterRun, job: TraceJob, gpus: np.ndarray) -> Sample:
-    """``job`` alone on ``gpus``, one iteration (every iteration alone is the same; cached by workload and GPUs)."""
-    key = (job.key, tuple(gpus.tolist()))
-    hit = run.alone.get(key)
-    if hit is None:
-        hit = run.alone[key] = sample(run, [plan_job(run, job, gpus, iterations=1)])
-    return hit
-
-
-def alone_iteration(run: ClusterRun, job: TraceJob, gpus: np.ndarray) -> float:
-    """``job``'s iteration time alone on ``gpus``."""
-    (seconds,) = alone(run, job, gpus).times.values()  # (cached under the job that ran it first)
-    return seconds
-
-
-def resolve_lengths(run: ClusterRun, trace: JobTrace) -> None:
-    """Each job's iterations (a ``duration_s`` row: as many as take that long alone) and the
-    scheduler's estimate of its length, from its iteration time alone on the first GPUs."""
-    rows = trace.jobs
-    for job in run.jobs:
-        row = rows.iloc[job.index]
-        first = np.arange(job.n_gpus)
-        per_iteration = alone_iteration(run, job, first)
-        if pd.isna(row["iterations"]):
-            job.iterations = max(1, round(float(row["duration_s"]) / per_iteration))
-        else:
-            job.iterations = int(row["iterations"])
-        job.estimate_s = job.iterations * per_iteration
-
-
+# ---------------------------------------------------------------------------------- epochs
 def components(run: ClusterRun, jobs: list[TraceJob]) -> list[list[TraceJob]]:
     """The running jobs grouped so that jobs in different groups share no link: they cannot slow
     each other, and each group is sampled on its own (a group of one runs as it does alone).
@@ -257,53 +89,38 @@ def components(run: ClusterRun, jobs: list[TraceJob]) -> list[list[TraceJob]]:
     return list(groups.values())
 
 
-def measure(run: ClusterRun, running: list[TraceJob]) -> list[Sample]:
-    """Samples of the running jobs, group by group (:func:`components`): a group that ran the same
-    last time keeps its sample; a group of one is the job alone."""
+def measure(run: ClusterRun, running: list[TraceJob], now: float) -> list[Sample]:
+    """Samples of the running jobs at ``now``, group by group (:func:`components`): a group that ran
+    the same last time keeps its sample; a group of one is the job alone.
+
+    A sample keeps the jobs' phases, as a full run does: it begins when the earliest of the group's
+    current iterations began (:meth:`TraceJob.last_start`), each running job starting its current
+    iteration when it began and a job starting now at ``now``. (Starting every job at a random
+    phase instead loses the phase relations the running jobs settled into, such as two jobs that
+    lock their gradient allreduces in step.)"""
     out, kept = [], {}
     for group in components(run, running):
         key = frozenset(j.index for j in group)
         hit = run.groups.get(key)
         if hit is None:
+            began = {j.index: j.last_start(now) for j in group}
+            origin = min(began.values())
+            offsets = {i: t - origin for i, t in began.items()}
             if len(group) == 1:
                 job = group[0]
                 hit = replace(alone(run, job, job.gpus), times={job.index: alone_iteration(run, job, job.gpus)})
+                hit.starts = {job.index: np.zeros(1)}
             else:
-                rng = np.random.default_rng([run.spec.seed, 3, *sorted(key)])
-                offsets = {j.index: float(rng.random()) * j.estimate_s / j.iterations for j in group}
-                hit = sample(run, [plan_job(run, j, j.gpus, run.spec.cluster.sample_iterations) for j in group],
-                             offsets)
+                hit, events = window(run.spec, run.topology, [plan_job(run, j, j.gpus) for j in group], offsets,
+                                     run.spec.cluster.sample_iterations)
+                run.events += events
+                run.samples += 1
+            for j in group:
+                j.starts = origin + hit.starts[j.index]
         kept[key] = hit
         out.append(hit)
     run.groups = kept
     return out
-
-
-# ---------------------------------------------------------------------------------- scheduling
-def start_jobs(run: ClusterRun, queue: list[TraceJob], running: list[TraceJob], now: float,
-               expected_end: Callable[[TraceJob], float]) -> list[TraceJob]:
-    """Start what the scheduler picks: place each on free GPUs (the experiment's placement)."""
-    waiting = [Waiting(j.index, j.n_gpus, j.estimate_s) for j in queue]
-    ends = [(expected_end(j), j.n_gpus) for j in running]
-    picked = choose(run.spec.cluster.scheduler, waiting, int(run.free.sum()), now, ends)
-    policy = make_placement(run.spec.placement.type, run.spec.placement.options)
-    started = []
-    for w in picked:
-        job = run.jobs[w.index]
-        job.gpus = np.asarray(policy.place(job.n_gpus, run.topology, run.placement_rng,
-                                           np.flatnonzero(run.free)), dtype=np.int64)
-        run.free[job.gpus] = False
-        job.start_s = now
-        job.plan = plan_job(run, job, job.gpus, job.iterations)
-        queue.remove(job)
-        started.append(job)
-    return started
-
-
-def _core(topology: Topology) -> np.ndarray:
-    """Switch-to-switch links (the cluster's shared fabric)."""
-    core = core_mask(topology)
-    return core if core.any() else np.ones(len(topology.links), dtype=bool)
 
 
 def extrapolate(run: ClusterRun) -> None:
@@ -312,7 +129,7 @@ def extrapolate(run: ClusterRun) -> None:
     arrivals = sorted(jobs, key=lambda j: (j.submit_s, j.index))
     queue: list[TraceJob] = []
     running: list[TraceJob] = []
-    core = _core(run.topology)
+    core = core_links(run.topology)
     run.fabric = ClusterFabric(run.topology.links.capacity_Bps)
     samples: list[Sample] = []
     nxt, dirty = 0, False
@@ -323,7 +140,7 @@ def extrapolate(run: ClusterRun) -> None:
         started = start_jobs(run, queue, running, t, lambda j: j.start_s + j.estimate_s)
         running += started
         if (started or dirty) and running:  # the running set changed: sample the groups that changed
-            samples = measure(run, running)
+            samples = measure(run, running, t)
             for smp in samples:
                 for index, seconds in smp.times.items():
                     run.jobs[index].iteration_s = seconds
@@ -354,63 +171,6 @@ def extrapolate(run: ClusterRun) -> None:
                 running.remove(j)
                 dirty = True
         t = t_next
-
-
-def full(run: ClusterRun, on_start=None) -> Fabric:
-    """Every iteration of every job in one simulation, the scheduler a process reacting to arrivals
-    and departures (the reference the extrapolation is measured against)."""
-    spec = run.spec
-    env = Environment()
-    routing = make_routing(spec.routing.type, run.topology, _rngs(spec)[1], spec.routing.options)
-    fabric = Fabric(env, run.topology, routing, completion_tolerance_s=spec.engine.completion_tolerance,
-                    record_flows=spec.engine.record_flows, track_congestion=spec.engine.congestion,
-                    link_series_bins=spec.engine.link_series, backend=spec.engine.backend)
-    queue: list[TraceJob] = []
-    running: list[TraceJob] = []
-    changed = [env.event()]
-    iteration_log: dict[int, list] = {}
-
-    def job_process(job: TraceJob):
-        jp = job.plan
-        log = iteration_log.setdefault(job.index, [])
-        if jp.kind == "training":
-            yield env.process(run_training(env, fabric, jp.plan, iterations=job.iterations, records=[],
-                                           iteration_records=log))  # (the plan's own iterations: 1)
-        else:
-            for _ in range(job.iterations):
-                yield env.process(run_workload(env, fabric, jp.plan, records=[], job=job.index))
-        job.end_s, job.done = env.now, job.iterations
-        job.busy_s = job.end_s - job.start_s
-        run.free[job.gpus] = True
-        running.remove(job)
-        if not changed[0].triggered:
-            changed[0].succeed()
-
-    def scheduler():
-        arrivals = sorted(run.jobs, key=lambda j: (j.submit_s, j.index))
-        nxt = 0
-        while nxt < len(arrivals) or queue or running:
-            while nxt < len(arrivals) and arrivals[nxt].submit_s <= env.now:
-                queue.append(arrivals[nxt])
-                nxt += 1
-            for job in start_jobs(run, queue, running, env.now, lambda j: j.start_s + j.estimate_s):
-                running.append(job)
-                env.process(job_process(job))
-            changed[0] = env.event()
-            waits = [changed[0]] + ([env.timeout(arrivals[nxt].submit_s - env.now)] if nxt < len(arrivals) else [])
-            yield env.any_of(waits)
-
-    env.process(scheduler())
-    if on_start is not None:
-        on_start(env, [])
-    env.run()
-    fabric.finalize()
-    run.events += env.events_processed
-    for job in run.jobs:
-        log = iteration_log.get(job.index, [])
-        job.iteration_s = float(np.mean([r.duration_s for r in log])) if log else job.busy_s / job.iterations
-        job.epochs = 1
-    return fabric
 
 
 # ---------------------------------------------------------------------------------- the run

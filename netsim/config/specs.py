@@ -483,15 +483,16 @@ class ClusterRunSpec(_Spec):
     Jobs of ``trace`` (CSV or Parquet, docs/cluster-traces.md) arrive at their submit times; the
     ``scheduler`` starts them in order (``fifo``) or lets later jobs that fit run ahead when they
     do not delay the first waiting job (``backfill``, EASY), each placed by the experiment's
-    ``placement`` on free GPUs and routed by its ``routing``. ``extrapolate`` simulates
-    ``sample_iterations`` iterations of every running job together whenever the set of running
-    jobs changes and extends them to the next change; ``full`` simulates every iteration.
+    ``placement`` on free GPUs and routed by its ``routing``. ``extrapolate`` simulates the running
+    jobs together whenever the set of running jobs changes, until each has run
+    ``sample_iterations`` whole iterations, and extends their iteration times to the next change;
+    ``full`` simulates every iteration.
     """
 
     trace: str
     scheduler: Literal["fifo", "backfill"] = "fifo"
     mode: Literal["extrapolate", "full"] = "extrapolate"
-    #: Iterations per sample, the first (skewed by the random start offsets) left out of the mean.
+    #: Whole iterations every job runs in a sample, the first (while the others start) left out of the mean.
     sample_iterations: _count(100) = 8
     #: Only the first this many jobs of the trace (by submit time).
     max_jobs: _count(1_000_000) | None = None
