@@ -104,6 +104,8 @@ CASES = {
         "name": "calibration", "seed": 1, "topology": {"type": "frontier", "groups": 74},
         "placement": {"type": "random", "by": "host"}, "routing": "minimal",
         "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "64MiB", "ranks": 256}},
+    # every scenario of benchmarks/scenarios/ (whole default runs, some of minutes and gigabytes)
+    **{p.stem: (str(p.relative_to(ROOT)), None) for p in sorted((ROOT / "benchmarks" / "scenarios").glob("*.yaml"))},
 }
 
 
@@ -131,20 +133,63 @@ def run_one(name: str, report: bool = True) -> dict:
         if report:
             from netsim.report import write_report
             write_report(target)
+    fabric = getattr(result, "fabric", None)  # a cluster run has none
     return {"case": name, "peak_bytes": peak_rss_bytes(),
-            "wall_s": round(time.perf_counter() - t0, 1), "messages": result.fabric.stats["flows"],
-            "connections": len(result.fabric.queue_pairs)}
+            "wall_s": round(time.perf_counter() - t0, 1), "messages": fabric.stats["flows"] if fabric else 0,
+            "connections": len(fabric.queue_pairs) if fabric else 0}
 
 
-def measure(name: str, report: bool = True, timeout: float | None = None) -> dict:
-    """Run a case in a fresh subprocess; its measurements and the estimate."""
+def _status_bytes(pid: int, key: str) -> int:
+    """``VmRSS`` or ``VmHWM`` of a live process (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next((int(line.split()[1]) * 1024 for line in status if line.startswith(key + ":")), 0)
+    except OSError:
+        return 0
+
+
+def measure(name: str, report: bool = True, timeout: float | None = None, kill_above_bytes: float | None = None) -> dict:
+    """Run a case in a fresh subprocess; its measurements and the estimate.
+
+    ``process_s`` is the child's whole wall time, imports included (what ``netsim run`` takes, warm),
+    ``cpu_s`` its CPU time (the wall time on an idle machine: the run is one thread).
+    A run past ``timeout`` seconds or above ``kill_above_bytes`` resident is stopped and reported with
+    ``stopped`` set and its peak so far (a lower bound).
+    """
     from netsim.experiment.preflight import estimate
     est = estimate(load(name))
     cmd = [sys.executable, __file__, "--one", name] + ([] if report else ["--no-report"])
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-    if out.returncode:
-        raise RuntimeError(f"{name} failed:\n{out.stderr[-3000:]}")
-    row = json.loads(out.stdout.strip().splitlines()[-1])
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, text=True, cwd=ROOT)
+        stopped, peak, usage = None, 0, None
+        while usage is None:
+            time.sleep(0.5)
+            peak = max(peak, _status_bytes(proc.pid, "VmHWM"))
+            if timeout and time.perf_counter() - t0 > timeout:
+                stopped = f"stopped after {timeout:.0f} s"
+            elif kill_above_bytes and _status_bytes(proc.pid, "VmRSS") > kill_above_bytes:
+                stopped = f"stopped above {kill_above_bytes / 2**30:.0f} GiB"
+            if stopped:
+                proc.kill()
+            pid, status, usage = os.wait4(proc.pid, 0 if stopped else os.WNOHANG)
+            if not pid:
+                usage = None
+            else:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+        process_s = time.perf_counter() - t0
+        stdout.seek(0)
+        stderr.seek(0)
+        text, errors = stdout.read(), stderr.read()
+    if stopped:
+        row = {"case": name, "peak_bytes": peak, "wall_s": round(process_s, 1), "messages": est.messages,
+               "connections": est.connections, "stopped": stopped}
+    elif proc.returncode:
+        raise RuntimeError(f"{name} failed:\n{errors[-3000:]}")
+    else:
+        row = json.loads(text.strip().splitlines()[-1])
+    # CPU time too: on a shared machine the wall time says as much about the neighbours as about the run
+    row.update(process_s=round(process_s, 1), cpu_s=round(usage.ru_utime + usage.ru_stime, 1))
     row.update(estimate_bytes=est.memory_bytes, ratio=est.memory_bytes / row["peak_bytes"],
                est_messages=est.messages, est_connections=est.connections,
                parts={k: round(v / 2**20) for k, v in est.parts})
@@ -174,9 +219,7 @@ def table(path: Path) -> None:
 def main(argv: list[str]) -> None:
     report = "--no-report" not in argv
     argv = [a for a in argv if a != "--no-report"]
-    if argv and argv[0] == "--one":
-        from netsim.engine.table import warm_up
-        warm_up()
+    if argv and argv[0] == "--one":  # the kernels are compiled (main warms them): loaded as netsim run loads them
         print(json.dumps(run_one(argv[1], report)))
         return
     if argv and argv[0] == "--list":
@@ -187,6 +230,8 @@ def main(argv: list[str]) -> None:
         return
     from netsim.experiment.preflight import estimate
     skip = float(os.environ.get("NETSIM_PREFLIGHT_SKIP_ABOVE", "8")) * 2**30
+    timeout = float(os.environ.get("NETSIM_PREFLIGHT_TIMEOUT", "0")) or None
+    kill = float(os.environ.get("NETSIM_PREFLIGHT_KILL_ABOVE", "12")) * 2**30
     subprocess.run([sys.executable, "-c", "from netsim.engine.table import warm_up; warm_up()"], check=True)
     print(f"# {time.strftime('%Y-%m-%d')}, {platform.node()}: {os.cpu_count()} CPUs, python {platform.python_version()}"
           f"{'' if report else ', without the report'}")
@@ -197,7 +242,7 @@ def main(argv: list[str]) -> None:
         if est > skip:
             print(_line(name, None, est))
             continue
-        row = measure(name, report)
+        row = measure(name, report, timeout, kill)
         with out.open("a") as f:
             f.write(json.dumps({**row, "report": report, "date": time.strftime("%Y-%m-%d")}) + "\n")
         print(_line(name, row["peak_bytes"], row["estimate_bytes"], row["wall_s"], row["messages"], row["parts"]),
