@@ -78,7 +78,10 @@ from dataclasses import dataclass
 
 from netsim.config import ExperimentSpec
 from netsim.errors import NetsimError
+from netsim.experiment.cluster_counts import count_cluster
 from netsim.experiment.counts import SPRAYED, count_workload, fabric_shape
+from netsim.experiment import walltime
+from netsim.experiment.walltime import wall_time_s
 
 GiB = 2**30
 #: Default ceiling on a run's estimated peak memory (see the module docstring for why 16 GiB).
@@ -92,16 +95,21 @@ BASELINE = 420 * 2**20
 NODE = 1_200            #: a graph node with its attributes and adjacency
 LINK = 1_900            #: a link: graph edge, link table, fabric and flow-table arrays, links.parquet, report
 PATH = 80               #: a cached equal-cost path (a tuple), plus 8 per link on it
-PAIR = 400              #: a GPU pair's entries in the path cache, the ideal pair model, offered-load cache
-ROUTE = 100             #: one (path, share) of a sprayed route, or one (link, share) of offered load
-CONNECTION = 700        #: a connection's queue, byte counters and routing decision
-INCIDENCE = 750         #: a cached incidence (link and weight arrays and lists), plus INCIDENCE_LINK a link
-INCIDENCE_LINK = 100
-MESSAGE_LIVE = 1_200    #: a message in flight: flow object, events, flow-table slot (plus 24 a link)
+PAIR = 150              #: a GPU pair's entries in the path cache, the ideal pair model, offered-load cache
+ROUTE = 60              #: one (path, share) of a sprayed route, or one (link, share) of offered load
+CONNECTION = 300        #: a connection's queue, byte counters and routing decision
+INCIDENCE = 300         #: a cached incidence (link and weight arrays and lists), plus INCIDENCE_LINK a link
+INCIDENCE_LINK = 60
+MESSAGE_LIVE = 500      #: a message in flight: flow object, events, flow-table slot (plus MESSAGE_LINK a link)
+MESSAGE_LINK = 24
+IDEAL_CONNECTION = 300  #: a connection of the ideal's replay and its run on the non-blocking fabric
+IDEAL_MESSAGE = 200     #: a message of the largest call, replayed by the ideal
 ROW_ENTRY = 36          #: per link and concurrent flow on it: flow-table rows (16), grown by doubling
 MESSAGE = 40            #: any message: what its objects leave behind (ring-kernel arrays, fragmentation)
-FLOW_RECORD = 700       #: a flows.parquet row: the record, its DataFrame and Arrow copies, the report's read
+FLOW_RECORD = 400       #: a flows.parquet row: the record, its DataFrame and Arrow copies, the report's read
 CALL = 1_500            #: a collective call: its processes, record and collectives.parquet row
+CLUSTER_JOB = 20_000    #: a job of a cluster run: its plan, records and rows
+SAMPLE_LINK = 40        #: per link, a cached sample of a cluster job alone (its rates and peaks)
 IDEAL_KEY = 300         #: a call shape's cached ideal (plus 8 bytes a rank for its key)
 SERIES_BIN = 100        #: one link_series bin of one busy link (list entry, then DataFrame row)
 
@@ -130,11 +138,29 @@ class Estimate:
     paths: int = 0          #: equal-cost paths the path cache will hold (upper bound)
     in_flight: int = 0      #: most messages posted and not yet delivered at one instant (upper bound)
     parts: tuple[tuple[str, float], ...] = ()
+    wall_s: float = 0.0     #: estimated wall time of the whole run on the project machine (:mod:`~netsim.experiment.walltime`)
 
     def describe(self) -> str:
-        """One line: ``32 hosts, 256 GPUs, 1,344 links, 65,280 connections, 130,560 messages: about 1.2 GiB``."""
+        """One line: ``32 hosts, 256 GPUs, 1,344 links, 65,280 connections, 130,560 messages: about 1.2 GiB
+        and 8 s``."""
         return (f"{self.hosts:,} hosts, {self.gpus:,} GPUs, {self.links:,} links, {self.connections:,} connections, "
-                f"{self.messages:,} messages: about {_gib(self.memory_bytes)}")
+                f"{self.messages:,} messages: about {_gib(self.memory_bytes)} and {duration(self.wall_s)}")
+
+    @property
+    def long(self) -> bool:
+        """Whether the run is estimated to take more than :data:`~netsim.experiment.walltime.LONG_RUN_S`."""
+        return self.wall_s > walltime.LONG_RUN_S
+
+
+def duration(seconds: float) -> str:
+    """``8 s``, ``4 min``, ``1.5 h``, ``3 days``: a rough time, as rough as the estimate."""
+    if seconds < 100:
+        return f"{seconds:.0f} s"
+    if seconds < 6000:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:,.0f} days"
 
 
 def _gib(n: float) -> str:
@@ -188,6 +214,9 @@ def check(spec: ExperimentSpec, max_memory_bytes: float | None = None) -> Estima
 PIECES = ("split", "ethereal", "min-split")
 #: Policies that keep a table of every GPU pair's candidate paths.
 PER_PAIR_TABLES = ("ethereal", "min-split", "c4p")
+#: Policies that hash a connection onto one path with array arithmetic (:mod:`netsim.topology.pathsets`),
+#: never listing a pair's paths.
+HASHED = ("ecmp",)
 
 
 def estimate(spec: ExperimentSpec) -> Estimate:
@@ -208,17 +237,25 @@ def estimate(spec: ExperimentSpec) -> Estimate:
     True
     """
     shape = fabric_shape(spec.topology)
-    tally = count_workload(spec, shape)
     engine, routing = spec.engine, spec.routing
-    host, near, far = tally.pair_counts
-    paths = host * shape.paths_host + near * shape.paths_near + far * shape.paths_far
-    apart = near * shape.paths_near + far * shape.paths_far  # paths of pairs on different hosts
-    cached = (host * shape.paths_host * (PATH + 16) + near * shape.paths_near * (PATH + 32)
-              + far * shape.paths_far * (PATH + 8 * shape.path_links))
-    # Spraying (the policy, and the ideal's non-blocking core) keeps a (path, share) per path of a
-    # pair; Ethereal and C4P keep a table of the pair's candidate paths.
-    per_path = ROUTE * ((routing.type in SPRAYED) + engine.ideal + (routing.type in PER_PAIR_TABLES))
-    links = shape.union_links if routing.type in SPRAYED else shape.path_links
+    cluster = count_cluster(spec, shape) if spec.cluster is not None else None
+    tally = cluster.busiest if cluster else count_workload(spec, shape)
+    host, near, pod, far = tally.pair_counts
+    apart_pairs = near + pod + far
+    apart = near * shape.paths_near + pod * shape.paths_pod + far * shape.paths_far  # paths of pairs on different hosts
+    paths = host * shape.paths_host + apart
+    cached = 0
+    if routing.type not in HASHED:  # the policy lists every path of a pair
+        cached = (host * shape.paths_host * (PATH + 16) + near * shape.paths_near * (PATH + 32)
+                  + (pod * shape.paths_pod + far * shape.paths_far) * (PATH + 8 * shape.path_links))
+    # Spraying keeps a (path, share) per path of a pair; Ethereal and C4P keep a table of the pair's
+    # candidate paths.
+    per_path = ROUTE * ((routing.type in SPRAYED) + (routing.type in PER_PAIR_TABLES))
+    # A sprayed message's incidence is the union of its pair's paths: a few links on one host or under
+    # one leaf, more in a pod, the most across pods.
+    union = (2 * host + (2 + 2 * shape.paths_near) * near + shape.union_links_pod * pod
+             + shape.union_links * far) / max(1, host + apart_pairs)
+    links = max(1, math.ceil(union)) if routing.type in SPRAYED else shape.path_links
     pieces = incidences = 0
     if routing.type in PIECES:
         # Each piece is its own flow with its incidence cached per path: split uses ``ways`` hashed
@@ -227,30 +264,33 @@ def estimate(spec: ExperimentSpec) -> Estimate:
         if routing.type == "split":
             ways = routing.options.get("ways", 2)
             pieces = ways if isinstance(ways, int) and ways > 0 else 2
-            incidences = min(apart, (near + far) * pieces)
+            incidences = min(apart, apart_pairs * pieces)
         else:
             pieces, incidences = shape.uplinks, apart
         links = shape.union_links
-    congestion = (near + far) * shape.union_links * ROUTE if engine.congestion else 0
-    per_connection = CONNECTION + _incidence(links) + engine.ideal * (CONNECTION + _incidence(4))
-    live = (tally.in_flight * max(1, pieces) + engine.ideal * tally.largest_call) * (MESSAGE_LIVE + 24 * links)
-    busy = min(shape.links, 2 * host + (near + far) * links)
-    records = tally.messages if engine.record_flows else 0
+    per_connection = CONNECTION + _incidence(links) + engine.ideal * IDEAL_CONNECTION
+    live = (tally.in_flight * max(1, pieces) * (MESSAGE_LIVE + MESSAGE_LINK * links)
+            + engine.ideal * tally.largest_call * IDEAL_MESSAGE)
+    busy = min(shape.links, 2 * host + apart_pairs * links)
+    records = tally.messages if engine.record_flows and not cluster else 0  # a cluster run keeps no flow records
     parts = {
         "interpreter": BASELINE,
         "topology": NODE * shape.nodes + LINK * shape.links,
-        "paths": PAIR * (host + near + far) + cached + apart * per_path + congestion
-        + incidences * _incidence(shape.path_links),
+        "paths": PAIR * (host + apart_pairs) + cached + apart * per_path + incidences * _incidence(shape.path_links),
         "connections": tally.connection_count * per_connection,
         "messages in flight": live + shape.links * max(4, tally.crossing) * ROW_ENTRY,
         "flow records": records * FLOW_RECORD + tally.messages * MESSAGE,
         "calls": tally.calls * CALL + tally.ideal_keys * IDEAL_KEY + tally.ideal_key_bytes,
         "link series": busy * engine.link_series * SERIES_BIN,
     }
+    messages, calls = (cluster.messages, cluster.calls) if cluster else (tally.messages, tally.calls)
+    if cluster:  # each job's sample alone is kept (its per-link rates), and a row of the jobs table
+        parts["cluster jobs"] = cluster.jobs * (CLUSTER_JOB + SAMPLE_LINK * shape.links)
+    wall_s = wall_time_s(messages, records, calls, tally.connection_count, tally.crossing, paths, routing.type)
     return Estimate(hosts=shape.hosts, gpus=shape.gpus, switches=shape.switches, links=shape.links,
-                    connections=tally.connection_count, messages=tally.messages, flow_records=records,
-                    memory_bytes=float(sum(parts.values())), calls=tally.calls, paths=paths,
-                    in_flight=tally.in_flight, parts=tuple(parts.items()))
+                    connections=tally.connection_count, messages=messages, flow_records=records,
+                    memory_bytes=float(sum(parts.values())), calls=calls, paths=paths,
+                    in_flight=tally.in_flight, parts=tuple(parts.items()), wall_s=wall_s)
 
 
 def _incidence(links: int) -> int:
