@@ -50,6 +50,61 @@ def small_spec() -> dict:
     return spec
 
 
+def random_spec(seed: int) -> dict:
+    """A seeded random spec of 16-1,024 GPUs: a leaf-spine, three-tier Clos or dragonfly, any placement and
+    routing that suits it, and a collective (any algorithm and size), a sequence of two, or a training job."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    pick = lambda options: options[int(rng.integers(len(options)))]  # noqa: E731
+    link = {"bandwidth": "400Gbps", "latency": "1us"}
+    kind = pick(["leaf_spine", "leaf_spine", "clos3", "dragonfly"])
+    gpus_per_host = pick([1, 4, 8])
+    if kind == "leaf_spine":
+        topology = {"type": "leaf_spine", "leaves": int(rng.integers(2, 17)), "spines": int(rng.integers(2, 17)),
+                    "hosts_per_leaf": int(rng.integers(2, 9)), "gpus_per_host": gpus_per_host,
+                    "nics_per_host": gpus_per_host, "nic": link, "uplink": {**link, "count": pick([1, 2])},
+                    "intra_host": {"bandwidth": "900GB/s"}}
+        routings = ["ecmp", "ecmp", "spray", "c4p", "ethereal", {"type": "split", "ways": 4}]
+    elif kind == "clos3":
+        topology = {"type": "clos3", "pods": int(rng.integers(2, 5)), "leaves_per_pod": int(rng.integers(2, 9)),
+                    "spines_per_pod": pick([2, 4]), "hosts_per_leaf": int(rng.integers(1, 5)),
+                    "gpus_per_host": gpus_per_host, "nics_per_host": gpus_per_host, "nic": link, "uplink": link,
+                    "core": {**link, "switches": pick([2, 4, 8]), "wiring": "mesh"},
+                    "intra_host": {"bandwidth": "900GB/s"}}
+        routings = ["ecmp", "ecmp", "spray", {"type": "ecmp", "hashing": "hop"}]
+    else:
+        topology = {"type": "dragonfly", "groups": int(rng.integers(3, 10)), "switches_per_group": 4,
+                    "hosts_per_switch": int(rng.integers(2, 5)), "global_links_per_switch": 2, "link": link}
+        routings = ["minimal", "ugal", "valiant"]
+    placement = pick(["sequential", "topology", {"type": "random"}, {"type": "random", "by": "host"}])
+    size = pick(["16MiB", "64MiB", "256MiB"])
+    op, algorithm = pick([("allreduce", "ring"), ("allreduce", "tree"), ("allreduce", "halving_doubling"),
+                          ("allgather", "ring"), ("alltoall", "direct"), ("alltoall", "pairwise"),
+                          ("allreduce", "hierarchical"), ("broadcast", "binomial")])
+    from netsim.config import parse_spec
+    gpus = parse_spec({"name": "x", "topology": topology, "routing": "ecmp", "workload": {
+        "type": "collective", "op": "allreduce", "algorithm": "ring", "size": "1MiB"}}).topology
+    from netsim.fabrics import fabric_shape
+    gpus = fabric_shape(gpus).gpus
+    ranks = max(2, gpus // pick([1, 1, 2]))
+    workload = {"type": "collective", "op": op, "algorithm": algorithm, "size": size, "ranks": ranks,
+                "channels": pick([1, 2, 4])}
+    shape = rng.integers(3)
+    if shape == 1:
+        workload = {"type": "sequence", "mode": pick(["serial", "concurrent"]), "ranks": ranks,
+                    "steps": [{k: v for k, v in workload.items() if k not in ("type", "ranks")},
+                              {"op": "allreduce", "algorithm": "ring", "size": size, "ranks": "::2"}]}
+    elif shape == 2:
+        tp = min(gpus_per_host, pick([1, 2, 4, 8]))
+        pp = pick([1, 2, 4])
+        dp = max(1, min(pick([2, 4, 8, 16, 64]), gpus // (tp * pp)))
+        workload = {"type": "training", "model": {**GPT, "layers": 8, "global_batch": 4 * dp},
+                    "parallelism": {"tp": tp, "pp": pp, "dp": dp}, "tp_granularity": pick(["stage", "layer"]),
+                    "dp_buckets": pick([1, 4])}
+    return {"name": f"random-{seed}", "seed": seed, "topology": topology, "placement": placement,
+            "routing": pick(routings), "workload": workload}
+
+
 GPT = {"layers": 24, "hidden": 2048, "heads": 16, "seq_len": 2048, "vocab": 51200, "micro_batch": 1}
 
 #: name -> a spec (dict) or (experiment file, variant).
@@ -106,17 +161,21 @@ CASES = {
         "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "64MiB", "ranks": 256}},
     # every scenario of benchmarks/scenarios/ (whole default runs, some of minutes and gigabytes)
     **{p.stem: (str(p.relative_to(ROOT)), None) for p in sorted((ROOT / "benchmarks" / "scenarios").glob("*.yaml"))},
+    # the first 10 jobs of cluster-500 (the whole trace takes hours)
+    "cluster-10": ("benchmarks/scenarios/cluster-500.yaml", None, ["cluster.max_jobs=10"]),
 }
 
 
 def load(name: str):
-    """The ExperimentSpec of a case."""
+    """The ExperimentSpec of a case (``random-SEED``: :func:`random_spec`)."""
     from netsim.config import load_experiment, parse_spec
     from netsim.experiment.sweep import expand
+    if name.startswith("random-"):
+        return parse_spec(random_spec(int(name.split("-")[1])))
     case = CASES[name]
     if isinstance(case, tuple):
-        path, variant = case
-        runs = expand(load_experiment(ROOT / path))
+        path, variant, *sets = case
+        runs = expand(load_experiment(ROOT / path, *sets))
         return next(r.spec for r in runs if variant is None or r.variant == variant)
     return parse_spec(case())
 
@@ -242,7 +301,11 @@ def main(argv: list[str]) -> None:
         if est > skip:
             print(_line(name, None, est))
             continue
-        row = measure(name, report, timeout, kill)
+        try:
+            row = measure(name, report, timeout, kill)
+        except RuntimeError as exc:  # a random spec the run refuses (e.g. halving-doubling on 176 ranks)
+            print(f"{name:<30} failed: {str(exc).strip().splitlines()[-1][:80]}", flush=True)
+            continue
         with out.open("a") as f:
             f.write(json.dumps({**row, "report": report, "date": time.strftime("%Y-%m-%d")}) + "\n")
         print(_line(name, row["peak_bytes"], row["estimate_bytes"], row["wall_s"], row["messages"], row["parts"]),
