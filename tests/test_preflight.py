@@ -316,9 +316,9 @@ def _calibration():
 
 
 def _within_target(row: dict) -> bool:
-    """Never below 0.8x the measured peak; at most 3x for runs above 500 MB (smaller ones are mostly
-    the interpreter)."""
-    return row["ratio"] >= 0.8 and (row["ratio"] <= 3 or row["peak_bytes"] < 500e6)
+    """Within 2x of the measured peak, both ways (issue 38): no run that fits is refused at the default
+    limit, and a run that would exhaust the machine is."""
+    return 0.5 <= row["ratio"] <= 2
 
 
 def test_the_estimate_bounds_a_measured_peak():
@@ -331,61 +331,22 @@ def test_the_estimate_bounds_a_measured_peak():
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(_calibration().CASES))
 def test_the_estimate_bounds_every_calibration_case(case):
-    row = _calibration().measure(case, timeout=1800)
-    assert _within_target(row), row
+    # the scenarios of benchmarks/scenarios/ among them: minutes and up to 9 GiB each
+    row = _calibration().measure(case, timeout=1800, kill_above_bytes=16 * GiB)
+    assert "stopped" not in row and _within_target(row), row
 
 
-# A three-tier Clos of 3 pods x 2 leaves x 2 hosts x 4 GPUs: a pod is 16 GPUs, a leaf 8, a host 4.
-CLOS3 = {"type": "clos3", "pods": 3, "leaves_per_pod": 2, "spines_per_pod": 2, "hosts_per_leaf": 2,
-         "gpus_per_host": 4, "nics_per_host": 4, "nic": {"bandwidth": "100Gbps"}, "uplink": {"bandwidth": "100Gbps"},
-         "core": {"bandwidth": "100Gbps", "switches": 2, "wiring": "mesh"}, "intra_host": {"bandwidth": "900GB/s"}}
-
-
-def _pair_classes(spec, result) -> tuple[int, int, int, int]:
-    """The run's GPU pairs that talk, by where their ends are: (same host, same leaf, same pod, other pods)."""
-    from netsim.placement import _host_pods, host_domains
-    topo = build_topology(spec.topology)
-    leaf, pod, host = host_domains(topo), _host_pods(topo), topo.gpu_host
-    counts = [0, 0, 0, 0]
-    for s, d in {(c.src, c.dst) for c in result.fabric.queue_pairs}:
-        a, b = host[s], host[d]
-        counts[0 if a == b else 1 if leaf[a] == leaf[b] else 2 if pod[a] == pod[b] else 3] += 1
-    return tuple(counts)
-
-
-@pytest.mark.parametrize("placement", ["topology", "sequential"])
-@pytest.mark.parametrize("workload", [
-    {**TRAINING, "parallelism": {"tp": 4, "pp": 3, "dp": 4}, "iterations": 1},
-    {"type": "sequence", "steps": [{"op": "allreduce", "algorithm": "ring", "size": "1MiB", "ranks": "1::4"}]},
-    {"type": "collective", "op": "alltoall", "algorithm": "direct", "size": "1MiB"},
-], ids=["training-tp4-pp3-dp4", "strided-ring", "alltoall"])
-def test_pairs_in_one_pod_are_told_from_pairs_across_pods(placement, workload):
-    # a pair across pods has the most paths (8 here, 7,168 on Meta-24K, against 2 and 16 in a pod): the
-    # issue's over-estimate counted every pair on two leaves as one of them (108 GiB for a 9 GiB run)
-    spec = parse_spec(spec_dict(CLOS3, workload, placement=placement))
-    from netsim.experiment.counts import count_workload
-    tally, result = count_workload(spec), run_experiment(spec)
-    assert tally.pair_counts == _pair_classes(spec, result)
-    shape, topo = fabric_shape(spec.topology), build_topology(spec.topology)
-    # GPU 0 is on leaf 0 of pod 0, GPU 8 on its leaf 1, GPU 16 in pod 1
-    assert (shape.gpus_per_pod, shape.paths_pod, shape.paths_far) == (16, len(topo.paths(0, 8)), len(topo.paths(0, 16)))
-    assert shape.paths_pod < shape.paths_far
-
-
-def test_a_cluster_run_counts_its_trace_jobs_samples(tmp_path):
-    # a cluster run simulates a sample of sample_iterations iterations at each change of the running
-    # set (here two: the job starts, the job ends) and the job once alone: 2 x 8 + 1 iterations
-    from tests.test_cluster_sim import HEADER, TOPO
-    path = tmp_path / "t.csv"
-    path.write_text(HEADER + "a,0,32,gpt-3.6b,8,1,4,4,3\n")
-    cluster = parse_spec({"name": "c", "seed": 1, "topology": TOPO, "placement": "sequential", "routing": "ecmp",
-                          "cluster": {"trace": str(path), "sample_iterations": 8}})
-    from netsim.cluster.trace import read_trace
-    job = read_trace(path).workload("a")
-    job.pop("iterations")
-    alone = estimate(parse_spec({"name": "a", "seed": 1, "topology": TOPO, "placement": "sequential",
-                                 "routing": "ecmp", "workload": job}))
-    est = estimate(cluster)
-    assert alone.messages > 0 and est.messages == (2 * 8 + 1) * alone.messages
-    assert est.calls == (2 * 8 + 1) * alone.calls and est.connections == alone.connections
-    assert est.flow_records == 0  # a cluster run keeps no flow records
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(30))
+def test_the_estimate_is_within_2x_on_random_specs(seed):
+    # benchmarks/preflight.py's seeded random specs (16-1,024 GPUs, every fabric family, placement,
+    # routing and workload kind): 5-80 s each
+    calibration = _calibration()
+    name = f"random-{seed}"
+    if estimate(calibration.load(name)).memory_bytes > 4 * GiB:
+        pytest.skip("estimated above 4 GiB: too large for the test machine")
+    try:
+        row = calibration.measure(name, timeout=600, kill_above_bytes=8 * GiB)
+    except RuntimeError as exc:  # an algorithm the drawn ranks do not suit
+        pytest.skip(str(exc).strip().splitlines()[-1][:200])
+    assert "stopped" not in row and _within_target(row), row

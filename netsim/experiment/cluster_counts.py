@@ -20,7 +20,7 @@ import pandas as pd
 from netsim.cluster.trace import job_workload, read_trace
 from netsim.config import ExperimentSpec, JobSpec, TrainingWorkload
 from netsim.errors import ConfigError
-from netsim.experiment.counts import SPRAYED, RankSet, Tally, _layout, _training, _walk
+from netsim.experiment.counts import SPREAD, RankSet, Tally, _layout, _training, _walk
 from netsim.fabrics import FabricShape
 
 
@@ -54,7 +54,7 @@ def count_cluster(spec: ExperimentSpec, shape: FabricShape) -> ClusterCounts:
             counted[key] = [_count_job(spec, shape, w, int(row.gpus), layout, n)
                             for n in (cluster.sample_iterations, 1)]
         jobs.append((int(row.gpus), *counted[key]))
-    busiest, gpus = Tally(shape, sprayed=spec.routing.type in SPRAYED), 0
+    busiest, gpus = Tally(shape, sprayed=spec.routing.type in SPREAD), 0
     for n, tally, _ in sorted(jobs, key=lambda job: -job[1].messages / max(job[0], 1)):
         if gpus + n <= shape.gpus:  # the heaviest jobs per GPU, as many as fit at once
             gpus += n
@@ -71,7 +71,7 @@ def count_cluster(spec: ExperimentSpec, shape: FabricShape) -> ClusterCounts:
 
 def _count_job(spec: ExperimentSpec, shape: FabricShape, w, gpus: int, layout: str, iterations: int) -> Tally:
     """One job of the trace alone, ``iterations`` iterations."""
-    tally = Tally(shape, sprayed=spec.routing.type in SPRAYED)
+    tally = Tally(shape, sprayed=spec.routing.type in SPREAD)
     if isinstance(w, TrainingWorkload):
         busy = _training(w, 0, spec.placement.type, layout, iterations, tally)
     else:

@@ -134,6 +134,9 @@ def collective_call(op: str, algorithm: str, n: int, size: float, channels: int 
 
 #: Policies whose messages are one flow over every equal-cost path (its incidence holds them all).
 SPRAYED = ("spray",)
+#: Policies whose messages load every uplink of their domain at once: sprayed, or cut into a piece per
+#: uplink (Ethereal, and min-split's pieces over its least-loaded paths).
+SPREAD = SPRAYED + ("ethereal", "min-split")
 
 #: How a placement lays ranks out: hosts, domains and pods in rank order (``sequential``, ``holmes``, and
 #: ``topology`` on a free fabric: whole hosts, leaf by leaf, pod by pod), hosts filled in rank order but
@@ -228,7 +231,7 @@ class Tally:
     """What a workload adds up to over a run (:func:`count_workload`)."""
 
     shape: FabricShape
-    sprayed: bool              #: the routing spreads every message over all its paths (one incidence)
+    sprayed: bool              #: the routing spreads every message over all its uplinks (:data:`SPREAD`)
     messages: int = 0
     calls: int = 0
     connections: dict = field(default_factory=dict)  #: (communicator, family, channels) -> connections
@@ -420,7 +423,7 @@ def count_workload(spec: ExperimentSpec, shape: FabricShape | None = None) -> Ta
     (12096, 4032, 3)
     """
     shape = shape or fabric_shape(spec.topology)
-    tally = Tally(shape, sprayed=spec.routing.type in SPRAYED)
+    tally = Tally(shape, sprayed=spec.routing.type in SPREAD)
     jobs = []
     if spec.cluster is not None:  # jobs come from the trace at run time: not counted before the run
         return tally

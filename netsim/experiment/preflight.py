@@ -97,6 +97,7 @@ LINK = 1_900            #: a link: graph edge, link table, fabric and flow-table
 PATH = 80               #: a cached equal-cost path (a tuple), plus 8 per link on it
 PAIR = 150              #: a GPU pair's entries in the path cache, the ideal pair model, offered-load cache
 ROUTE = 60              #: one (path, share) of a sprayed route, or one (link, share) of offered load
+TABLE_PATH = 6_000      #: a candidate path of a pair in a planning policy's tables, with the routes planned over it
 CONNECTION = 300        #: a connection's queue, byte counters and routing decision
 INCIDENCE = 300         #: a cached incidence (link and weight arrays and lists), plus INCIDENCE_LINK a link
 INCIDENCE_LINK = 60
@@ -249,8 +250,8 @@ def estimate(spec: ExperimentSpec) -> Estimate:
         cached = (host * shape.paths_host * (PATH + 16) + near * shape.paths_near * (PATH + 32)
                   + (pod * shape.paths_pod + far * shape.paths_far) * (PATH + 8 * shape.path_links))
     # Spraying keeps a (path, share) per path of a pair; Ethereal and C4P keep a table of the pair's
-    # candidate paths.
-    per_path = ROUTE * ((routing.type in SPRAYED) + (routing.type in PER_PAIR_TABLES))
+    # candidate paths and the routes they plan over them.
+    per_path = ROUTE * (routing.type in SPRAYED) + TABLE_PATH * (routing.type in PER_PAIR_TABLES)
     # A sprayed message's incidence is the union of its pair's paths: a few links on one host or under
     # one leaf, more in a pod, the most across pods.
     union = (2 * host + (2 + 2 * shape.paths_near) * near + shape.union_links_pod * pod
@@ -269,7 +270,8 @@ def estimate(spec: ExperimentSpec) -> Estimate:
             pieces, incidences = shape.uplinks, apart
         links = shape.union_links
     per_connection = CONNECTION + _incidence(links) + engine.ideal * IDEAL_CONNECTION
-    live = (tally.in_flight * max(1, pieces) * (MESSAGE_LIVE + MESSAGE_LINK * links)
+    piece_links = shape.path_links if pieces else links  # a piece takes one path
+    live = (tally.in_flight * max(1, pieces) * (MESSAGE_LIVE + MESSAGE_LINK * piece_links)
             + engine.ideal * tally.largest_call * IDEAL_MESSAGE)
     busy = min(shape.links, 2 * host + apart_pairs * links)
     records = tally.messages if engine.record_flows and not cluster else 0  # a cluster run keeps no flow records
