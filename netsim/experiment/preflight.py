@@ -106,12 +106,15 @@ MESSAGE_LINK = 24
 IDEAL_CONNECTION = 300  #: a connection of the ideal's replay and its run on the non-blocking fabric
 IDEAL_MESSAGE = 200     #: a message of the largest call, replayed by the ideal
 ROW_ENTRY = 36          #: per link and concurrent flow on it: flow-table rows (16), grown by doubling
-MESSAGE = 40            #: any message: what its objects leave behind (ring-kernel arrays, fragmentation)
-FLOW_RECORD = 400       #: a flows.parquet row: the record, its DataFrame and Arrow copies, the report's read
+MESSAGE = 130           #: any message: its tasks in the executor (state, dependencies, records), what it leaves behind
+FLOW_RECORD = 310       #: a flows.parquet row: the record, its DataFrame and Arrow copies, the report's read
 CALL = 1_500            #: a collective call: its processes, record and collectives.parquet row
 CLUSTER_JOB = 20_000    #: a job of a cluster run: its plan, records and rows
 SAMPLE_LINK = 40        #: per link, a cached sample of a cluster job alone (its rates and peaks)
 IDEAL_KEY = 300         #: a call shape's cached ideal (plus 8 bytes a rank for its key)
+#: ... and per link of the fabric (fitted to the Llama iteration: 2,304 call shapes on 154,624 links,
+#: the only case where it shows; the per-link structure is a guess)
+IDEAL_KEY_LINK = 8
 SERIES_BIN = 100        #: one link_series bin of one busy link (list entry, then DataFrame row)
 
 
@@ -282,13 +285,15 @@ def estimate(spec: ExperimentSpec) -> Estimate:
         "connections": tally.connection_count * per_connection,
         "messages in flight": live + shape.links * max(4, tally.crossing) * ROW_ENTRY,
         "flow records": records * FLOW_RECORD + tally.messages * MESSAGE,
-        "calls": tally.calls * CALL + tally.ideal_keys * IDEAL_KEY + tally.ideal_key_bytes,
+        "calls": tally.calls * CALL + tally.ideal_keys * (IDEAL_KEY + engine.ideal * IDEAL_KEY_LINK * shape.links)
+        + tally.ideal_key_bytes,
         "link series": busy * engine.link_series * SERIES_BIN,
     }
     messages, calls = (cluster.messages, cluster.calls) if cluster else (tally.messages, tally.calls)
     if cluster:  # each job's sample alone is kept (its per-link rates), and a row of the jobs table
         parts["cluster jobs"] = cluster.jobs * (CLUSTER_JOB + SAMPLE_LINK * shape.links)
-    wall_s = wall_time_s(messages, records, calls, tally.connection_count, tally.crossing, paths, routing.type)
+    wall_s = wall_time_s(messages, tally.connection_count, tally.crossing, routing.type, links=shape.links,
+                         shapes_links=engine.ideal * tally.ideal_keys * shape.links)
     return Estimate(hosts=shape.hosts, gpus=shape.gpus, switches=shape.switches, links=shape.links,
                     connections=tally.connection_count, messages=messages, flow_records=records,
                     memory_bytes=float(sum(parts.values())), calls=calls, paths=paths,

@@ -19,30 +19,29 @@ import math
 LONG_RUN_S = 600.0
 
 # ------------------------------------------------------------------ time model (seconds)
-START = 5.0             #: imports, the engine's cached kernels, an empty run's results and report
-MESSAGE = 1.6e-6        #: a message through the compiled executor when nothing shares its links
-CONTENTION = 1.3e-6     #: a message, per doubling of the flows on the busiest link (each event re-rates them)
-RECORD = 1.7e-6         #: a flow record: its row in flows.parquet and the report's read of it
-CALL = 4e-3             #: a collective call: its schedule, ideal and bound, its record
-CONNECTION = 4e-6       #: a connection routed (hash, path-set tables) and its queue
-PLANNED_PATH = 2e-7     #: a candidate path a planning policy (C4P, Ethereal) weighs, per message
+# Fitted to the CPU seconds of whole runs (benchmarks/preflight.py, the table in
+# netsim.experiment.preflight): relative least squares over the scenarios and random specs.
+START = 7.8             #: imports, the engine's cached kernels, an empty run's results and report
+LINK = 6.6e-5           #: a link of the fabric: building it (graph, link table), its row and report
+MESSAGE = 1.36e-5       #: a message: its tasks in the executor, its records, the ideal's replay, its row
+CONTENTION = 1.7e-6     #: a message, per doubling of the flows on the busiest link (each event re-rates them)
+CONNECTION = 9.3e-5     #: a connection routed (hash, path-set tables) and its queue
+PLANNED_MESSAGE = 2.3e-4  #: a message a planning policy routes itself, in Python (C4P, Ethereal, min-split)
+SHAPE_LINK = 8.3e-7     #: a call shape's ideal, per link of the fabric (the Llama iteration's 2,304 shapes)
 PLANNED = ("c4p", "ethereal", "min-split")
 
 
-def wall_time_s(messages: int, records: int, calls: int, connections: int, crossing: int, paths: int,
-                routing: str) -> float:
+def wall_time_s(messages: int, connections: int, crossing: int, routing: str, links: int = 0,
+                shapes_links: int = 0) -> float:
     """Estimated wall time of a whole ``netsim run`` (build, simulate, write, report) on the project machine.
 
-    ``crossing`` is the most flows on one link at once (an upper bound), ``paths`` the equal-cost
-    paths of the GPU pairs that talk, ``routing`` the policy's name.
+    ``crossing`` is the most flows on one link at once (an upper bound), ``routing`` the policy's name,
+    ``links`` the fabric's, ``shapes_links`` the call shapes whose ideal is computed times the fabric's links.
 
     Examples
     --------
-    >>> round(wall_time_s(messages=2_095_104, records=2_095_104, calls=1, connections=1024, crossing=4,
-    ...                   paths=32_768, routing="ecmp"))   # ring allreduce over 1,024 GPUs
-    18
+    >>> round(wall_time_s(messages=2_095_104, connections=1024, crossing=4, routing="ecmp", links=6144))  # ring, 1,024 GPUs
+    45
     """
-    per_message = MESSAGE + CONTENTION * math.log2(1 + max(crossing, 1))
-    if routing in PLANNED:  # planned per batch of messages over each pair's candidate paths
-        per_message += PLANNED_PATH * paths / max(connections, 1)
-    return START + messages * per_message + records * RECORD + calls * CALL + connections * CONNECTION
+    per_message = MESSAGE + CONTENTION * math.log2(1 + max(crossing, 1)) + PLANNED_MESSAGE * (routing in PLANNED)
+    return START + links * LINK + messages * per_message + connections * CONNECTION + shapes_links * SHAPE_LINK
