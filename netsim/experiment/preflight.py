@@ -97,7 +97,9 @@ LINK = 1_900            #: a link: graph edge, link table, fabric and flow-table
 PATH = 80               #: a cached equal-cost path (a tuple), plus 8 per link on it
 PAIR = 150              #: a GPU pair's entries in the path cache, the ideal pair model, offered-load cache
 ROUTE = 60              #: one (path, share) of a sprayed route, or one (link, share) of offered load
-TABLE_PATH = 6_000      #: a candidate path of a pair in a planning policy's tables, with the routes planned over it
+#: A candidate path of a pair in a planning policy's tables, with the routes planned over it: Ethereal
+#: (and min-split, not measured apart) keeps per path what halving-doubling-256-ethereal measures.
+TABLE_PATH = {"ethereal": 6_000, "min-split": 6_000, "c4p": 150}
 CONNECTION = 300        #: a connection's queue, byte counters and routing decision
 INCIDENCE = 300         #: a cached incidence (link and weight arrays and lists), plus INCIDENCE_LINK a link
 INCIDENCE_LINK = 60
@@ -216,8 +218,6 @@ def check(spec: ExperimentSpec, max_memory_bytes: float | None = None) -> Estima
 
 #: Policies whose messages are independent single-path pieces, each with its own incidence per path.
 PIECES = ("split", "ethereal", "min-split")
-#: Policies that keep a table of every GPU pair's candidate paths.
-PER_PAIR_TABLES = ("ethereal", "min-split", "c4p")
 #: Policies that hash a connection onto one path with array arithmetic (:mod:`netsim.topology.pathsets`),
 #: never listing a pair's paths.
 HASHED = ("ecmp",)
@@ -254,7 +254,7 @@ def estimate(spec: ExperimentSpec) -> Estimate:
                   + (pod * shape.paths_pod + far * shape.paths_far) * (PATH + 8 * shape.path_links))
     # Spraying keeps a (path, share) per path of a pair; Ethereal and C4P keep a table of the pair's
     # candidate paths and the routes they plan over them.
-    per_path = ROUTE * (routing.type in SPRAYED) + TABLE_PATH * (routing.type in PER_PAIR_TABLES)
+    per_path = ROUTE * (routing.type in SPRAYED) + TABLE_PATH.get(routing.type, 0)
     # A sprayed message's incidence is the union of its pair's paths: a few links on one host or under
     # one leaf, more in a pod, the most across pods.
     union = (2 * host + (2 + 2 * shape.paths_near) * near + shape.union_links_pod * pod
