@@ -1,14 +1,19 @@
 """The pre-flight time estimate: how long ``netsim run`` of a spec takes, from the spec's closed-form counts.
 
 :func:`netsim.experiment.preflight.estimate` calls :func:`wall_time_s` with the counts of
-:mod:`netsim.experiment.counts` (messages, calls, connections, GPU pairs and paths, the most flows
-on one link) and reports the result beside the memory estimate; ``netsim run`` says so before it
-starts when it is above :data:`LONG_RUN_S`. The model charges each item what it costs on the project
-machine (one core of a 2-core x86_64 VM, Python 3.11.7, kernels compiled), fitted to measured
-whole runs (the calibration table of :mod:`netsim.experiment.preflight`, CPU seconds: the run is
-one thread, and the VM's wall clock depends on its neighbours). It is a rough guide: within about
-2x on the shipped scenarios, and further off where a run's events depend on its dynamics (how many
-flows complete together, how often C4P re-plans), which counts made before the run cannot see.
+:mod:`netsim.experiment.counts` (messages, connections, the most flows on one link, call shapes,
+the fabric's links) and reports the result beside the memory estimate; ``netsim run`` and ``netsim
+sweep`` say so before they start a run estimated above :data:`LONG_RUN_S`. The constants are what
+each item costs on the project machine (one core of the 2-core x86_64 VM, Python 3.11.7, kernels
+compiled), fitted to the CPU seconds of whole runs (the calibration table of
+:mod:`netsim.experiment.preflight`, 2026-11-28, measured while other runs shared the machine: on a
+quiet machine the same runs took 1.6-3.4x less wall time, so the estimate is high there).
+
+It is a rough guide. Measured: within 0.75-1.2x on the scenarios of ``benchmarks/scenarios/``
+whose CPU time was measured (the Llama iteration, the pod ring, the all-to-alls, two training
+jobs) and on most random specs; 0.2-0.5x (under) where routing runs Python per message or per
+first use in ways counts cannot see (Ethereal, split pieces, UGAL on a dragonfly); a cluster run's
+running sets are guessed (:mod:`netsim.experiment.cluster_counts`).
 """
 
 from __future__ import annotations
