@@ -3,7 +3,7 @@
 Runs between :mod:`netsim.config` and :func:`netsim.experiment.run.run_experiment` (and before
 each run of a sweep): :func:`estimate` counts the hosts, links, connections and messages a spec
 will create, in closed form (:mod:`netsim.experiment.counts`; a cluster run's trace jobs,
-:mod:`netsim.experiment.cluster_counts`), without building the topology or placing ranks
+:mod:`netsim.cluster.counts`), without building the topology or placing ranks
 (milliseconds even for a million hosts; a cluster run reads its trace first), and turns the counts
 into the run's peak resident memory and its wall time (:mod:`netsim.experiment.walltime`);
 :func:`check` raises a one-line :class:`~netsim.errors.NetsimError` when the memory is above the
@@ -109,7 +109,6 @@ from dataclasses import dataclass
 
 from netsim.config import ExperimentSpec
 from netsim.errors import NetsimError
-from netsim.experiment.cluster_counts import count_cluster
 from netsim.experiment.counts import SPRAYED, count_workload, fabric_shape
 from netsim.experiment import walltime
 from netsim.experiment.walltime import wall_time_s
@@ -273,7 +272,10 @@ def estimate(spec: ExperimentSpec) -> Estimate:
     """
     shape = fabric_shape(spec.topology)
     engine, routing = spec.engine, spec.routing
-    cluster = count_cluster(spec, shape) if spec.cluster is not None else None
+    cluster = None
+    if spec.cluster is not None:  # (a run mode above experiment, dispatched as run_experiment does)
+        from netsim.cluster.counts import count_cluster
+        cluster = count_cluster(spec, shape)
     tally = cluster.busiest if cluster else count_workload(spec, shape)
     host, near, pod, far = tally.pair_counts
     apart_pairs = near + pod + far

@@ -13,7 +13,7 @@ It is a rough guide. Measured: within 0.75-1.2x on the scenarios of ``benchmarks
 whose CPU time was measured (the Llama iteration, the pod ring, the all-to-alls, two training
 jobs) and on most random specs; 0.2-0.5x (under) where routing runs Python per message or per
 first use in ways counts cannot see (Ethereal, split pieces, UGAL on a dragonfly); a cluster run's
-running sets are guessed (:mod:`netsim.experiment.cluster_counts`).
+running sets are guessed (:mod:`netsim.cluster.counts`).
 """
 
 from __future__ import annotations
