@@ -254,10 +254,11 @@ HASHED = ("ecmp",)
 
 
 def estimate(spec: ExperimentSpec) -> Estimate:
-    """Count what ``spec`` will create and estimate its peak memory, without building anything.
+    """Count what ``spec`` will create and estimate its peak memory and wall time, without building anything.
 
     Closed forms over the spec (:mod:`netsim.experiment.counts`), in milliseconds for any fabric
-    size; see :class:`Estimate` for what each count means and where it is an upper bound.
+    size (a cluster run reads its trace: :mod:`netsim.cluster.counts`); see :class:`Estimate` for
+    what each count means and where it is an upper bound, :mod:`netsim.experiment.walltime` for the time.
 
     Examples
     --------
