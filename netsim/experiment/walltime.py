@@ -9,11 +9,12 @@ compiled), fitted to the CPU seconds of whole runs (the calibration table of
 :mod:`netsim.experiment.preflight`, 2026-11-28, measured while other runs shared the machine: on a
 quiet machine the same runs took 1.6-3.4x less wall time, so the estimate is high there).
 
-It is a rough guide. Measured: within 0.75-1.2x on the scenarios of ``benchmarks/scenarios/``
-whose CPU time was measured (the Llama iteration, the pod ring, the all-to-alls, two training
-jobs) and on most random specs; 0.2-0.5x (under) where routing runs Python per message or per
-first use in ways counts cannot see (Ethereal, split pieces, UGAL on a dragonfly); a cluster run's
-running sets are guessed (:mod:`netsim.cluster.counts`).
+It is a rough guide. Measured: within 0.75-1.25x on most runs whose CPU time was measured (the
+Llama iteration, the pod ring, the all-to-alls, the training jobs, most random specs), 0.55x on
+the Meta DP allreduce under ECMP (its ideal's path classes across pods are not counted), and
+0.2-0.5x (under) where routing runs Python per message or per first use in ways counts cannot see
+(Ethereal, split pieces, UGAL on a dragonfly); a cluster run's running sets are guessed
+(:mod:`netsim.cluster.counts`).
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ LONG_RUN_S = 600.0
 # ------------------------------------------------------------------ time model (seconds)
 # Fitted to the CPU seconds of whole runs (benchmarks/preflight.py, the table in
 # netsim.experiment.preflight): relative least squares over the scenarios and random specs.
-START = 7.8             #: imports, the engine's cached kernels, an empty run's results and report
-LINK = 6.6e-5           #: a link of the fabric: building it (graph, link table), its row and report
-MESSAGE = 1.36e-5       #: a message: its tasks in the executor, its records, the ideal's replay, its row
-CONTENTION = 1.7e-6     #: a message, per doubling of the flows on the busiest link (each event re-rates them)
-CONNECTION = 9.3e-5     #: a connection routed (hash, path-set tables) and its queue
-PLANNED_MESSAGE = 2.3e-4  #: a message a planning policy routes itself, in Python (C4P, Ethereal, min-split)
-SHAPE_LINK = 8.3e-7     #: a call shape's ideal, per link of the fabric (the Llama iteration's 2,304 shapes)
+START = 8.4             #: imports, the engine's cached kernels, an empty run's results and report
+LINK = 6.5e-5           #: a link of the fabric: building it (graph, link table), its row and report
+MESSAGE = 9.4e-6        #: a message: its tasks in the executor, its records, the ideal's replay, its row
+CONTENTION = 3.1e-6     #: a message, per doubling of the flows on the busiest link (each event re-rates them)
+CONNECTION = 8.4e-5     #: a connection routed (hash, path-set tables) and its queue
+PLANNED_MESSAGE = 2.2e-4  #: a message a planning policy routes itself, in Python (C4P, Ethereal, min-split)
+SHAPE_LINK = 7.8e-7     #: a call shape's ideal, per link of the fabric (the Llama iteration's 2,304 shapes)
 PLANNED = ("c4p", "ethereal", "min-split")
 
 
@@ -46,7 +47,7 @@ def wall_time_s(messages: int, connections: int, crossing: int, routing: str, li
     Examples
     --------
     >>> round(wall_time_s(messages=2_095_104, connections=1024, crossing=4, routing="ecmp", links=6144))  # ring, 1,024 GPUs
-    45
+    44
     """
     per_message = MESSAGE + CONTENTION * math.log2(1 + max(crossing, 1)) + PLANNED_MESSAGE * (routing in PLANNED)
     return START + links * LINK + messages * per_message + connections * CONNECTION + shapes_links * SHAPE_LINK
