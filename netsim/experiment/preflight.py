@@ -3,7 +3,7 @@
 Runs between :mod:`netsim.config` and :func:`netsim.experiment.run.run_experiment` (and before
 each run of a sweep): :func:`estimate` counts the hosts, links, connections and messages a spec
 will create, in closed form (:mod:`netsim.experiment.counts`; a cluster run's trace jobs,
-:mod:`netsim.cluster.counts`), without building the topology or placing ranks
+:mod:`netsim.experiment.cluster_counts`), without building the topology or placing ranks
 (milliseconds even for a million hosts; a cluster run reads its trace first), and turns the counts
 into the run's peak resident memory and its wall time (:mod:`netsim.experiment.walltime`);
 :func:`check` raises a one-line :class:`~netsim.errors.NetsimError` when the memory is above the
@@ -38,65 +38,85 @@ its wall time was two to three times that). Target: the memory within 2x of the 
 both ways. "old" is the estimate before this calibration (commit b6afc18). The time estimate is
 fitted to the CPU seconds of these runs; it is a rough guide (see the last column).
 
-=============================  ============  ==========  =========  =====  =======  =========  =====
-case                           peak          old         estimate   ratio  CPU      time est.  ratio
-=============================  ============  ==========  =========  =====  =======  =========  =====
+=============================  ============  ==========  =========  =========  =======  =========  =====
+case                           peak          old         estimate   ratio      CPU      time est.  ratio
+=============================  ============  ==========  =========  =========  =======  =========  =====
 scenarios:
-a2a-1024-ecmp                  3,501 MiB     21.0 GiB    3,452 MiB  0.99   121.6 s  139 s      1.15
-a2a-1024-spray                 not measured  39.1 GiB    19.7 GiB   —      —        147 s      —
-a2a-256-ecmp                   703 MiB       1,342 MiB   625 MiB    0.89   (22 s)   16 s       —
-a2a-256-spray                  1,065 MiB     1,889 MiB   1,116 MiB  1.05   (19 s)   16 s       —
-a2a-512-ecmp                   1,160 MiB     5,660 MiB   1,196 MiB  1.03   (72 s)   40 s       —
-a2a-512-spray                  4,710 MiB     10,220 MiB  5,244 MiB  1.11   40.7 s   42 s       1.03
-cluster-500                    not measured  435 MiB     1,683 MiB  —      —        17.6 h     —
-llama3-405b-meta24k            8,801 MiB     107.8 GiB   8,810 MiB  1.00   439.9 s  446 s      1.01
-meta-dp-128x128-c4p            5,734 MiB*    43.5 GiB    7,262 MiB  1.27   161 s*   1,106 s    —
-meta-dp-128x128-ecmp           4,710 MiB*    32.6 GiB    5,251 MiB  1.11   124 s*   149 s      —
-meta-dp-128x128-ecmp-hop       5,530 MiB*    32.6 GiB    5,251 MiB  0.95   111 s*   149 s      —
-meta-dp-128x128-spray          7,066 MiB*    45.3 GiB    6,729 MiB  0.95   118 s*   142 s      —
-moe-deepseek-1024              818 MiB       1,088 MiB   748 MiB    0.91   (147 s)  19 s       —
-moe-deepseek-1024-m16          2,447 MiB*    3,350 MiB   2,090 MiB  0.85   169 s*   106 s      —
-pod-ring-3072                  7,955 MiB     14.5 GiB    8,802 MiB  1.11   307.3 s  326 s      1.06
-ring-1024                      1,423 MiB     1,984 MiB   1,367 MiB  0.96   (41 s)   42 s       —
-ring-256-random                454 MiB       525 MiB     486 MiB    1.07   8.4 s    10 s       1.20
-train-2jobs-1024               761 MiB       1,114 MiB   829 MiB    1.09   32.2 s   24 s       0.75
-cluster-10                     not measured  435 MiB     1,034 MiB  —      —        1,118 s    —
+a2a-1024-ecmp                  3,501 MiB     21.0 GiB    3,452 MiB  0.99       121.6 s  142 s      1.17
+a2a-1024-spray                 >= 10.1 GiB   39.1 GiB    19.7 GiB   1.96 (<=)  stopped  155 s      —
+a2a-256-ecmp                   703 MiB       1,342 MiB   625 MiB    0.89       (22 s)   16 s       —
+a2a-256-spray                  1,065 MiB     1,889 MiB   1,116 MiB  1.05       (19 s)   17 s       —
+a2a-512-ecmp                   1,160 MiB     5,660 MiB   1,196 MiB  1.03       (72 s)   41 s       —
+a2a-512-spray                  4,710 MiB     10,220 MiB  5,244 MiB  1.11       40.7 s   44 s       1.09
+cluster-500                    >= 566 MiB    435 MiB     1,683 MiB  2.97 (<=)  stopped  16.6 h     —
+llama3-405b-meta24k            8,801 MiB     107.8 GiB   8,810 MiB  1.00       439.9 s  461 s      1.05
+meta-dp-128x128-c4p            5,734 MiB*    43.5 GiB    7,262 MiB  1.27       161 s*   1,093 s    —
+meta-dp-128x128-ecmp           4,774 MiB     32.6 GiB    5,251 MiB  1.10       321.8 s  178 s      0.55
+meta-dp-128x128-ecmp-hop       5,530 MiB*    32.6 GiB    5,251 MiB  0.95       111 s*   178 s      —
+meta-dp-128x128-spray          7,066 MiB*    45.3 GiB    6,729 MiB  0.95       118 s*   165 s      —
+moe-deepseek-1024              818 MiB       1,088 MiB   748 MiB    0.91       (147 s)  22 s       —
+moe-deepseek-1024-m16          2,447 MiB*    3,350 MiB   2,090 MiB  0.85       169 s*   132 s      —
+pod-ring-3072                  7,955 MiB     14.5 GiB    8,802 MiB  1.11       307.3 s  289 s      0.94
+ring-1024                      1,423 MiB     1,984 MiB   1,367 MiB  0.96       (41 s)   39 s       —
+ring-256-random                454 MiB       525 MiB     486 MiB    1.07       8.4 s    10 s       1.24
+train-2jobs-1024               761 MiB       1,114 MiB   829 MiB    1.09       32.2 s   29 s       0.89
+cluster-10                     >= 1,030 MiB  435 MiB     1,034 MiB  1.00 (<=)  stopped  1,369 s    —
 other cases:
-c4p-multijob                   520 MiB       638 MiB     555 MiB    1.07   16.0 s   13 s       0.81
-spraying-vs-splitting          1,261 MiB     2,097 MiB   1,051 MiB  0.83   81.7 s   37 s       0.45
-ring-256-8ch                   897 MiB       1,201 MiB   885 MiB    0.99   43.8 s   28 s       0.64
-ring-512-spray                 610 MiB       829 MiB     663 MiB    1.09   15.5 s   18 s       1.16
-ring-1024-lean                 770 MiB       521 MiB     696 MiB    0.90   30.9 s   42 s       1.37
-hierarchical-512               513 MiB       569 MiB     517 MiB    1.01   13.2 s   11 s       0.81
-alltoall-128-spray             553 MiB       877 MiB     654 MiB    1.18   10.2 s   10 s       0.97
-alltoall-256-pairwise-split    1,031 MiB     1,276 MiB   764 MiB    0.74   76.9 s   15 s       0.20
-halving-doubling-256-ethereal  1,587 MiB     889 MiB     2,128 MiB  1.34   18.4 s   9 s        0.50
-tree-512-c4p                   678 MiB       1,175 MiB   787 MiB    1.16   124.1 s  140 s      1.13
-training-128-layer             1,098 MiB     1,431 MiB   1,032 MiB  0.94   35.1 s   42 s       1.21
-dragonfly-alltoall             491 MiB       539 MiB     465 MiB    0.95   46.6 s   10 s       0.22
-fabric-32k-gpus                726 MiB       767 MiB     766 MiB    1.05   18.6 s   17 s       0.91
-frontier-full                  1,391 MiB     1,580 MiB   1,545 MiB  1.11   39.0 s   42 s       1.07
+small-spec                     365 MiB       421 MiB     421 MiB    1.15       7.7 s    8 s        1.09
+link-failure                   404 MiB       450 MiB     440 MiB    1.09       8.4 s    9 s        1.07
+holmes-hetero                  408 MiB       435 MiB     430 MiB    1.05       12.8 s   9 s        0.68
+c4p-multijob                   520 MiB       638 MiB     555 MiB    1.07       16.0 s   14 s       0.85
+ecmp-collisions-256            618 MiB       504 MiB     576 MiB    0.93       40.7 s   29 s       0.71
+spraying-vs-splitting          1,261 MiB     2,097 MiB   1,051 MiB  0.83       81.7 s   38 s       0.46
+ring-256-8ch                   897 MiB       1,201 MiB   885 MiB    0.99       43.8 s   29 s       0.66
+ring-512-spray                 610 MiB       829 MiB     663 MiB    1.09       15.5 s   19 s       1.20
+ring-1024-lean                 770 MiB       521 MiB     696 MiB    0.90       30.9 s   39 s       1.26
+hierarchical-512               513 MiB       569 MiB     517 MiB    1.01       13.2 s   11 s       0.85
+alltoall-128-spray             553 MiB       877 MiB     654 MiB    1.18       10.2 s   11 s       1.03
+alltoall-256-pairwise-split    1,031 MiB     1,276 MiB   764 MiB    0.74       76.9 s   15 s       0.20
+halving-doubling-256-ethereal  1,587 MiB     889 MiB     2,128 MiB  1.34       18.4 s   10 s       0.53
+tree-512-c4p                   678 MiB       1,175 MiB   787 MiB    1.16       124.1 s  138 s      1.11
+training-128-layer             1,098 MiB     1,431 MiB   1,032 MiB  0.94       35.1 s   50 s       1.42
+dragonfly-alltoall             491 MiB       539 MiB     465 MiB    0.95       46.6 s   11 s       0.23
+fabric-32k-gpus                726 MiB       767 MiB     766 MiB    1.05       18.6 s   17 s       0.93
+frontier-full                  1,391 MiB     1,580 MiB   1,545 MiB  1.11       39.0 s   41 s       1.06
 random specs:
-random-0                       407 MiB       432 MiB     429 MiB    1.05   7.5 s    8 s        1.07
-random-1                       520 MiB       1,403 MiB   780 MiB    1.50   37.5 s   36 s       0.97
-random-2                       379 MiB       423 MiB     422 MiB    1.11   7.1 s    8 s        1.10
-random-3                       379 MiB       424 MiB     423 MiB    1.12   6.9 s    8 s        1.14
-random-5                       697 MiB       810 MiB     655 MiB    0.94   17.6 s   16 s       0.92
-random-6                       469 MiB       466 MiB     464 MiB    0.99   78.4 s   16 s       0.20
-random-7                       400 MiB       444 MiB     436 MiB    1.09   8.5 s    8 s        0.98
-random-8                       396 MiB       428 MiB     425 MiB    1.07   7.6 s    8 s        1.04
-random-9                       480 MiB       544 MiB     501 MiB    1.04   16.8 s   11 s       0.66
-random-10                      406 MiB       452 MiB     433 MiB    1.07   7.9 s    8 s        1.05
-random-11                      374 MiB       426 MiB     426 MiB    1.14   6.9 s    8 s        1.14
-random-12                      364 MiB       421 MiB     421 MiB    1.16   7.7 s    8 s        1.02
-random-13                      381 MiB       427 MiB     426 MiB    1.12   7.9 s    8 s        0.99
-=============================  ============  ==========  =========  =====  =======  =========  =====
+random-0                       407 MiB       432 MiB     429 MiB    1.05       7.5 s    9 s        1.16
+random-1                       520 MiB       1,403 MiB   780 MiB    1.50       37.5 s   37 s       0.98
+random-2                       379 MiB       423 MiB     422 MiB    1.11       7.1 s    8 s        1.19
+random-3                       379 MiB       424 MiB     423 MiB    1.12       6.9 s    8 s        1.22
+random-5                       697 MiB       810 MiB     655 MiB    0.94       17.6 s   16 s       0.90
+random-6                       469 MiB       466 MiB     464 MiB    0.99       78.4 s   16 s       0.20
+random-7                       400 MiB       444 MiB     436 MiB    1.09       8.5 s    9 s        1.06
+random-8                       396 MiB       428 MiB     425 MiB    1.07       7.6 s    9 s        1.12
+random-9                       480 MiB       544 MiB     501 MiB    1.04       16.8 s   12 s       0.74
+random-10                      406 MiB       452 MiB     433 MiB    1.07       7.9 s    9 s        1.13
+random-11                      374 MiB       426 MiB     426 MiB    1.14       6.9 s    8 s        1.23
+random-12                      364 MiB       421 MiB     421 MiB    1.16       7.7 s    8 s        1.09
+random-13                      381 MiB       427 MiB     426 MiB    1.12       7.9 s    8 s        1.07
+random-15                      415 MiB       472 MiB     447 MiB    1.08       15.9 s   9 s        0.59
+random-16                      468 MiB       592 MiB     448 MiB    0.96       18.9 s   9 s        0.49
+random-17                      407 MiB       442 MiB     435 MiB    1.07       9.1 s    9 s        0.95
+random-18                      419 MiB       446 MiB     437 MiB    1.04       10.5 s   9 s        0.88
+random-19                      410 MiB       446 MiB     438 MiB    1.07       9.4 s    9 s        0.95
+random-20                      397 MiB       429 MiB     425 MiB    1.07       8.0 s    9 s        1.07
+random-21                      440 MiB       497 MiB     471 MiB    1.07       10.1 s   10 s       0.95
+random-23                      392 MiB       428 MiB     429 MiB    1.09       8.2 s    9 s        1.04
+random-24                      418 MiB       453 MiB     442 MiB    1.06       8.8 s    9 s        1.00
+random-25                      363 MiB       421 MiB     421 MiB    1.16       7.8 s    8 s        1.08
+random-26                      401 MiB       434 MiB     430 MiB    1.07       9.8 s    9 s        0.88
+random-27                      429 MiB       484 MiB     468 MiB    1.09       11.2 s   10 s       0.90
+random-28                      486 MiB       558 MiB     508 MiB    1.04       10.9 s   11 s       1.04
+random-29                      477 MiB       493 MiB     448 MiB    0.94       32.6 s   10 s       0.30
+=============================  ============  ==========  =========  =========  =======  =========  =====
 
-"peak >=" is that of a run stopped at a time or memory limit (a lower bound: "stopped"). "*": not
-re-measured today (10-20 minutes each on the shared machine), the peak and quiet-machine wall time
-of docs/performance.md, 2026-11-26, same scenario. "(N s)": the wall time, where the first pass
-did not record the CPU time. Memory: every measured case within 0.74-1.5x. Refused at the default
-limit: the sprayed all-to-all on 1,024 GPUs (``a2a-1024-spray``) and tests/test_cli.py's
+">=" marks the peak of a run stopped at a time or memory limit (a lower bound: "stopped"):
+``a2a-1024-spray`` above 10 GiB (99 s CPU), ``cluster-500`` after 300 s, ``cluster-10`` after 14
+minutes (455 s CPU; the whole run measured 0.95 GiB on 2026-11-26). "*": not re-measured today
+(10-20 minutes each on the shared machine), the peak and quiet-machine wall time of
+docs/performance.md, 2026-11-26, same scenario. "(N s)": the wall time, where the first pass did not
+record the CPU time. Memory: every run measured to its end within 0.74-1.5x. Refused at the
+default limit: the sprayed all-to-all on 1,024 GPUs (``a2a-1024-spray``) and tests/test_cli.py's
 small_spec on a million hosts (hundreds of TiB); accepted: every other scenario, the Llama-3-405B
 iteration on 16,384 GPUs (refused before, at 108 GiB) and the all-to-all on 1,024 GPUs under ECMP
 (refused before, at 21 GiB) among them. Time: see :mod:`netsim.experiment.walltime`.
