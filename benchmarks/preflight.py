@@ -1,16 +1,22 @@
-"""Calibrate the pre-flight memory estimate against measured peak RSS (not part of ``make test``).
+"""Calibrate the pre-flight estimates (memory and time) against measured runs (not part of ``make test``).
 
 Each case runs in a fresh process that builds, simulates and writes the results directory of one
 spec with its HTML report, as ``netsim run`` does (``--no-report``: without the report), and
-reports its peak RSS (``VmHWM``: ``benchmarks/peak.py`` says why not ``ru_maxrss``); the driver prints spec, measured peak, estimate and their
-ratio: the table in :mod:`netsim.experiment.preflight`'s docstring.
+reports its peak RSS (``VmHWM``: ``benchmarks/peak.py`` says why not ``ru_maxrss``) and its CPU
+and wall time; the driver prints spec, measured peak, estimate and their ratio: the table in
+:mod:`netsim.experiment.preflight`'s docstring. Cases: the ones named below, every scenario of
+``benchmarks/scenarios/`` (by file stem), ``cluster-10`` (the first 10 jobs of ``cluster-500``)
+and ``random-SEED`` (:func:`random_spec`).
 
-Usage: ``python benchmarks/preflight.py [--no-report] [CASE ...]`` (default: every case; ``--list``
+Usage: ``python benchmarks/preflight.py [--no-report] [CASE ...]`` (default: every named case; ``--list``
 names them). Measurements are also appended, one JSON line each, to ``$NETSIM_PREFLIGHT_JSON``
 (default ``netsim-preflight.json`` in the temporary directory); ``--table FILE`` prints the table
 again from such a file with the current estimates (after a change to the memory model, without
 running anything). ``NETSIM_PREFLIGHT_SKIP_ABOVE=GiB`` skips cases whose estimate is above that
-(default 8: the runs this refuses must not take down the machine they are measured on).
+(default 8: the runs this refuses must not take down the machine they are measured on);
+``NETSIM_PREFLIGHT_KILL_ABOVE=GiB`` (default 12) and ``NETSIM_PREFLIGHT_TIMEOUT=s`` stop a run
+above that resident memory or time and record its peak so far (a lower bound). A case the run
+refuses (a random spec's algorithm on ranks it does not suit) is reported and the others go on.
 """
 
 from __future__ import annotations
