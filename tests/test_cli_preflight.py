@@ -59,3 +59,25 @@ def test_sweep_workers_are_fewer_when_the_largest_runs_would_not_fit_together(tm
                                  "--max-memory", "700MiB", "--no-report"])
     assert result.exit_code == 0, result.output
     assert "running 1 at a time" in " ".join(result.output.split())
+
+
+def test_validate_prints_the_time_estimate_beside_the_memory(tmp_path):
+    ok = runner.invoke(app, ["validate", str(write(tmp_path, small_spec()))])
+    line = " ".join(ok.output.split())
+    assert ok.exit_code == 0 and " MiB and " in line and line.rstrip().endswith(" s")
+
+
+def test_a_run_estimated_over_ten_minutes_says_so_before_it_starts(tmp_path, monkeypatch):
+    from netsim.experiment import walltime
+    path = write(tmp_path, small_spec())
+    quick = runner.invoke(app, ["run", str(path), "--out", str(tmp_path / "a"), "--no-report"])
+    assert quick.exit_code == 0 and "may take" not in quick.output
+    monkeypatch.setattr(walltime, "LONG_RUN_S", 0.5)  # the small spec is estimated at a few seconds
+    slow = runner.invoke(app, ["run", str(path), "--out", str(tmp_path / "b"), "--no-report"])
+    text = " ".join(slow.output.split())
+    assert slow.exit_code == 0 and "pre-flight: this run may take about" in text and "it starts now" in text
+    spec = small_spec()
+    spec["seeds"] = [1, 2]
+    sweep = runner.invoke(app, ["sweep", str(write(tmp_path, spec)), "--out", str(tmp_path / "c"), "--executor",
+                                "serial", "--no-report"])
+    assert sweep.exit_code == 0 and "2 of 2 runs may take over 0 s each" in " ".join(sweep.output.split())

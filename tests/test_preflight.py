@@ -3,6 +3,7 @@ measured peak, and check() refuses a huge fabric at once, without allocating it.
 
 import importlib.util
 import math
+import re
 import time
 import tracemalloc
 from pathlib import Path
@@ -166,8 +167,10 @@ def test_every_shipped_experiment_passes_the_default_limit_in_milliseconds():
     for name, spec in _experiment_runs():
         t0 = time.perf_counter()
         est = check(spec)
-        assert time.perf_counter() - t0 < 0.05, name
+        # a cluster run reads and validates its trace first (tenths of a second)
+        assert time.perf_counter() - t0 < (2.0 if spec.cluster is not None else 0.05), name
         assert est.memory_bytes < 4 * GiB, name
+        assert spec.cluster is None or est.messages > 0, name  # a trace's jobs are counted too
 
 
 @pytest.mark.parametrize("name", ["link-failure.yaml", "ring-vs-tree.yaml", "holmes-hetero.yaml",
@@ -227,9 +230,9 @@ def test_the_limit_is_a_parameter_and_the_suggested_option_suffices():
 def test_describe_is_one_short_line():
     line = estimate(parse_spec(spec_dict())).describe()
     assert line.startswith("4 hosts, 16 GPUs, 56 links, 16 connections, 480 messages: about ")
-    assert line.endswith("MiB") and "\n" not in line
+    assert line.split(" and ")[0].endswith("MiB") and line.endswith(" s") and "\n" not in line
     big = estimate(parse_spec(MILLION_HOSTS)).describe()
-    assert "1,000,000 hosts" in big and big.endswith("PiB")
+    assert "1,000,000 hosts" in big and re.search(r"about [\d.,]+ [TP]iB and [\d,]+ days$", big), big
 
 
 SELECTORS = st.one_of(st.none(), st.integers(1, 20),
@@ -313,9 +316,9 @@ def _calibration():
 
 
 def _within_target(row: dict) -> bool:
-    """Never below 0.8x the measured peak; at most 3x for runs above 500 MB (smaller ones are mostly
-    the interpreter)."""
-    return row["ratio"] >= 0.8 and (row["ratio"] <= 3 or row["peak_bytes"] < 500e6)
+    """Within 2x of the measured peak, both ways (issue 38): no run that fits is refused at the default
+    limit, and a run that would exhaust the machine is."""
+    return 0.5 <= row["ratio"] <= 2
 
 
 def test_the_estimate_bounds_a_measured_peak():
@@ -328,5 +331,22 @@ def test_the_estimate_bounds_a_measured_peak():
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(_calibration().CASES))
 def test_the_estimate_bounds_every_calibration_case(case):
-    row = _calibration().measure(case, timeout=1800)
-    assert _within_target(row), row
+    # the scenarios of benchmarks/scenarios/ among them: minutes and up to 9 GiB each
+    row = _calibration().measure(case, timeout=1800, kill_above_bytes=16 * GiB)
+    assert "stopped" not in row and _within_target(row), row
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(30))
+def test_the_estimate_is_within_2x_on_random_specs(seed):
+    # benchmarks/preflight.py's seeded random specs (16-1,024 GPUs, every fabric family, placement,
+    # routing and workload kind): 5-80 s each
+    calibration = _calibration()
+    name = f"random-{seed}"
+    if estimate(calibration.load(name)).memory_bytes > 4 * GiB:
+        pytest.skip("estimated above 4 GiB: too large for the test machine")
+    try:
+        row = calibration.measure(name, timeout=600, kill_above_bytes=8 * GiB)
+    except RuntimeError as exc:  # an algorithm the drawn ranks do not suit
+        pytest.skip(str(exc).strip().splitlines()[-1][:200])
+    assert "stopped" not in row and _within_target(row), row

@@ -138,6 +138,17 @@ def _preflight(spec, max_memory: float | None):
     return check(spec, max_memory)
 
 
+def _duration(seconds: float) -> str:
+    from netsim.experiment.preflight import duration
+    return duration(seconds)
+
+
+def _long_notice(what: str) -> None:
+    """One line before a long start: a notice, not an error (the estimate is rough)."""
+    err.print(f"pre-flight: {what} (estimated from its counts on a 2-core machine; it starts now)",
+              highlight=False, markup=False, soft_wrap=True)
+
+
 QuietOption = Annotated[bool, typer.Option(
     "--quiet", "-q", help="No progress bar and no summary: only warnings and errors (the exit status tells the rest).")]
 
@@ -174,6 +185,8 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
         estimate = _preflight(spec, limit)  # nothing is built before it
         target = out_dir or Path("results") / spec.name
         claim(target, "run", force=force, option="--out" if out_dir else None)  # before the simulation: nobody waits a minute to hear it
+        if estimate.long and not quiet:
+            _long_notice(f"this run may take about {_duration(estimate.wall_s)}")
         _warm_engine(2 * estimate.messages)  # (the run's messages and its ideal's replay of them)
         from netsim.progress import RunProgress
         with RunProgress(err, estimate.calls, show=err.is_terminal and not quiet) as progress:
@@ -275,7 +288,7 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
         target = out_dir or Path("results") / name
         limit = _max_memory(max_memory)
         claim(target, "sweep", force=force, resume=resume, option="--out" if out_dir else None)
-        planned, needs = _preflight_sweep(unique_ids(expand(exp)), limit)
+        planned, needs = _preflight_sweep(unique_ids(expand(exp)), limit, quiet)
         if variants:
             names = [v["name"] for v in exp.variants]
             unknown = [v for v in variants if v not in names]
@@ -342,17 +355,20 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
         raise typer.Exit(1)
 
 
-def _preflight_sweep(planned: list, limit: float | None) -> tuple[list, list[float]]:
+def _preflight_sweep(planned: list, limit: float | None, quiet: bool = False) -> tuple[list, list[float]]:
     """The runs of a sweep with those above the memory limit turned into failed runs (their error is the
     pre-flight message): they are recorded, not run, and the others go on. Also each run's estimated
-    peak memory (0 for a run that will not run)."""
+    peak memory (0 for a run that will not run). Runs estimated to take long are named in one notice."""
     from dataclasses import replace
-    out, needs, over = [], [], 0
+    out, needs, over, long = [], [], 0, []
     for run in planned:
         need = 0.0
         if run.spec is not None:
             try:
-                need = _preflight(run.spec, limit).memory_bytes
+                estimate = _preflight(run.spec, limit)
+                need = estimate.memory_bytes
+                if estimate.long:
+                    long.append(estimate.wall_s)
             except NetsimError as exc:
                 run = replace(run, spec=None, error=str(exc))
                 over += 1
@@ -361,6 +377,10 @@ def _preflight_sweep(planned: list, limit: float | None) -> tuple[list, list[flo
     if over:
         err.print(f"pre-flight: {over} of {len(planned)} runs need more memory than the limit; they are recorded as "
                   "failed without running (--max-memory raises the limit)", highlight=False, soft_wrap=True)
+    if long and not quiet:
+        from netsim.experiment.walltime import LONG_RUN_S
+        _long_notice(f"{len(long)} of {len(planned)} runs may take over {_duration(LONG_RUN_S)} each (the longest about "
+                     f"{_duration(max(long))})")
     return out, needs
 
 

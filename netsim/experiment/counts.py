@@ -134,10 +134,14 @@ def collective_call(op: str, algorithm: str, n: int, size: float, channels: int 
 
 #: Policies whose messages are one flow over every equal-cost path (its incidence holds them all).
 SPRAYED = ("spray",)
+#: Policies whose messages load every uplink of their domain at once: sprayed, or cut into a piece per
+#: uplink (Ethereal, and min-split's pieces over its least-loaded paths).
+SPREAD = SPRAYED + ("ethereal", "min-split")
 
-#: How a placement lays ranks out: hosts and domains in rank order (``sequential``, ``holmes``),
-#: hosts filled in rank order but taken in random order (random by host), or scattered (random by GPU).
-LAYOUTS = {"sequential": "ordered", "holmes": "ordered"}
+#: How a placement lays ranks out: hosts, domains and pods in rank order (``sequential``, ``holmes``, and
+#: ``topology`` on a free fabric: whole hosts, leaf by leaf, pod by pod), hosts filled in rank order but
+#: taken in random order (random by host), or scattered (random by GPU).
+LAYOUTS = {"sequential": "ordered", "holmes": "ordered", "topology": "ordered"}
 
 
 def _layout(policy) -> str:
@@ -183,6 +187,16 @@ class RankSet:
         share = math.ceil(2 * self.n * shape.gpus_per_domain / max(shape.gpus, 1))
         return min(self.n, shape.gpus_per_domain, max(self.per_host(shape), share))
 
+    def per_pod(self, shape: FabricShape) -> int:
+        """Members in one pod (all of them on a fabric without pods); where the placement scatters hosts,
+        twice the even share (at least a domain's)."""
+        if not shape.gpus_per_pod:
+            return self.n
+        if self.layout == "ordered":
+            return self._block(shape.gpus_per_pod)
+        share = math.ceil(2 * self.n * shape.gpus_per_pod / max(shape.gpus, 1))
+        return min(self.n, shape.gpus_per_pod, max(self.per_domain(shape), share))
+
     def select(self, selector) -> RankSet:
         """The sub-communicator a ``ranks:`` selector picks (:func:`netsim.workload.select_ranks`)."""
         m = self.members
@@ -217,11 +231,11 @@ class Tally:
     """What a workload adds up to over a run (:func:`count_workload`)."""
 
     shape: FabricShape
-    sprayed: bool              #: the routing spreads every message over all its paths (one incidence)
+    sprayed: bool              #: the routing spreads every message over all its uplinks (:data:`SPREAD`)
     messages: int = 0
     calls: int = 0
     connections: dict = field(default_factory=dict)  #: (communicator, family, channels) -> connections
-    pairs: dict = field(default_factory=dict)        #: (communicator, family) -> (host, near, far) GPU pairs
+    pairs: dict = field(default_factory=dict)        #: (communicator, family) -> (host, near, pod, far) GPU pairs
     ideal_keys: int = 0        #: distinct call shapes (the ideal model computes and caches each once)
     ideal_key_bytes: int = 0   #: their rank lists
     largest_call: int = 0      #: most messages in flight in one call (its ideal replay holds as many)
@@ -234,9 +248,9 @@ class Tally:
         return sum(self.connections.values())
 
     @property
-    def pair_counts(self) -> tuple[int, int, int]:
-        """GPU pairs whose paths are enumerated: (same host, same domain, far)."""
-        return tuple(sum(p[i] for p in self.pairs.values()) for i in range(3))
+    def pair_counts(self) -> tuple[int, int, int, int]:
+        """GPU pairs that talk: (same host, same domain, same pod, far)."""
+        return tuple(sum(p[i] for p in self.pairs.values()) for i in range(4))
 
     def call(self, comm: RankSet, op: str, algorithm: str, size: float, channels: int, chunk: float | None,
              repeats: int, groups: int = 1) -> tuple[CallCounts, Busy]:
@@ -251,7 +265,7 @@ class Tally:
         key = (comm.job, comm.members, call.family, channels, groups)
         self.connections[key] = max(self.connections.get(key, 0), call.connections * groups)
         pairs = self.locality(comm, call)
-        old = self.pairs.get(key[:3], (0, 0, 0))
+        old = self.pairs.get(key[:3], (0, 0, 0, 0))
         self.pairs[key[:3]] = tuple(max(a, b * groups) for a, b in zip(old, pairs))
         self.ideal_keys += groups
         self.ideal_key_bytes += groups * comm.n * 8
@@ -261,34 +275,38 @@ class Tally:
         nic = call.per_rank * min(g, shape.gpus_per_nic)
         if call.pattern == "neighbour":  # a lane leaves a domain once per run of consecutive ranks in it
             out = max(1, call.pairs // max(comm.n, 1)) * (1 if comm.layout == "ordered" else -(-d // g))
+            out *= comm.layout != "ordered" or comm.n > d  # a ring inside one domain never leaves it
         else:
             out = call.per_rank * d * (comm.n - d) // max(comm.n - 1, 1)
         out = min(out, call.in_flight)
         return call, Busy(call.in_flight, nic, out if self.sprayed else 2 * -(-out // shape.uplinks))
 
-    def locality(self, comm: RankSet, call: CallCounts) -> tuple[int, int, int]:
-        """(same-host, same-domain, far) GPU pairs of ``call``: rank-order neighbours cross a host
-        boundary once per host spanned, all pairs split by where their ends are. Pairs count as far
-        unless the placement keeps domains in rank order and the count says they share one (upper
-        bounds: far pairs have the most paths)."""
-        n, shape = comm.n, self.shape
+    def locality(self, comm: RankSet, call: CallCounts) -> tuple[int, int, int, int]:
+        """(same-host, same-domain, same-pod, far) GPU pairs of ``call``: rank-order neighbours cross a
+        block's boundary once per block spanned, all pairs split by where their ends are. Pairs count
+        as far unless the placement keeps domains and pods in rank order and the count says they share
+        one (upper bounds: far pairs have the most paths)."""
+        n, shape, pairs = comm.n, self.shape, call.pairs
         g = comm.per_host(shape)
         d = comm.per_domain(shape) if comm.layout == "ordered" else g
-        if call.pattern == "all":
-            host = n * (g - 1)
-            near = n * (d - 1) - host
-        elif call.pattern == "neighbour":
-            spans = -(-n // g)
-            cross = min(call.pairs, max(1, call.pairs // max(n, 1)) * spans) if spans > 1 else 0
-            host = call.pairs - cross
-            near = cross if n <= d else 0
-        else:
-            host = call.pairs if n <= g else 0
-            near = call.pairs - host if n <= d else 0
-        far = call.pairs - host - near
+        pod = comm.per_pod(shape) if comm.layout == "ordered" else d
+
+        def within(members: int) -> int:  # pairs whose two ends share a block of ``members`` consecutive ranks
+            if members <= 1:
+                return 0
+            if call.pattern == "all":
+                return n * (members - 1)
+            if call.pattern == "neighbour":  # each lane (a ring's channel, a chain's direction) leaves a block once
+                spans = -(-n // members)
+                return pairs - (min(pairs, -(-pairs // max(n, 1)) * spans) if spans > 1 else 0)
+            return pairs if n <= members else 0
+        host, in_domain, in_pod = within(g), within(max(d, g)), within(max(pod, d, g))
+        near, pod_pairs, far = in_domain - host, in_pod - in_domain, pairs - in_pod
+        if not shape.gpus_per_pod:  # no pods: the pairs of different domains are all far
+            pod_pairs, far = 0, far + pod_pairs
         if shape.domains <= 1:
-            near, far = near + far, 0
-        return host, near, far
+            near, pod_pairs, far = near + pod_pairs + far, 0, 0
+        return host, near, pod_pairs, far
 
 
 def _walk(w, comm: RankSet, repeats: int, tally: Tally) -> Busy:
@@ -405,7 +423,7 @@ def count_workload(spec: ExperimentSpec, shape: FabricShape | None = None) -> Ta
     (12096, 4032, 3)
     """
     shape = shape or fabric_shape(spec.topology)
-    tally = Tally(shape, sprayed=spec.routing.type in SPRAYED)
+    tally = Tally(shape, sprayed=spec.routing.type in SPREAD)
     jobs = []
     if spec.cluster is not None:  # jobs come from the trace at run time: not counted before the run
         return tally

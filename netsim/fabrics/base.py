@@ -34,6 +34,9 @@ class FabricShape:
     path_links: int         #: links on the longest path
     union_links: int        #: links on all of a far pair's paths together (a sprayed message's incidence)
     uplinks: int            #: links a domain's traffic can leave by
+    gpus_per_pod: int = 0   #: GPUs in one pod of a three-tier fabric (0: no pods, the fabric is one)
+    paths_pod: int = 0      #: equal-cost paths between GPUs of one pod under different domains
+    union_links_pod: int = 0  #: links on all of such a pair's paths together
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,8 @@ def shape(t: Clos3Spec, extra_nics: int = 0) -> FabricShape:
         links=links, gpus_per_host=t.gpus_per_host, gpus_per_domain=domain,
         domains=max(1, t.pods * t.leaves_per_pod // p), gpus_per_nic=-(-t.gpus_per_host // t.nics_per_host),
         paths_host=1, paths_near=p, paths_far=p * p * s * c1 * c1 * per_spine * c2 * c2 * far_spines, path_links=6,
-        union_links=2 * p * (1 + s * c1 * (1 + per_spine * c2)), uplinks=s * c1 * p)
+        union_links=2 * p * (1 + s * c1 * (1 + per_spine * c2)), uplinks=s * c1 * p,
+        gpus_per_pod=per_pod * t.gpus_per_host, paths_pod=p * p * s * c1 * c1, union_links_pod=2 * p * (1 + s * c1))
 
 
 FABRICS.add(FabricKind("clos3", Clos3Spec, build, shape,
