@@ -44,7 +44,7 @@ def _same(a, b) -> None:
         np.testing.assert_allclose([x[k] for k in numbers], [y[k] for k in numbers], rtol=1e-9, atol=1e-15)
 
 
-@settings(max_examples=12, **SETTINGS)
+@settings(max_examples=8, **SETTINGS)
 @given(case=training_cases())
 def test_a_compiled_iteration_gives_what_the_stage_processes_gave(case):
     """Random dense jobs (TP/PP/DP, buckets with and without overlap, sharded optimizers, per-layer TP,
@@ -143,7 +143,7 @@ def moe_cases(draw) -> dict:
             "routing": draw(st.sampled_from(["ecmp", "spray"])), "workload": workload}
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=4, **SETTINGS)
 @given(case=moe_cases())
 def test_a_compiled_moe_iteration_gives_what_the_stage_processes_gave(case):
     """MoE layers compiled (rendezvous, dispatch, experts by the tokens received, combine, expert-DP
@@ -183,7 +183,7 @@ OPS = [("allreduce", "ring"), ("allreduce", "tree"), ("allreduce", "direct"), ("
 
 @given(op=st.sampled_from(OPS), hosts=st.sampled_from([1, 2, 4]), per_host=st.sampled_from([1, 2]),
        channels=st.integers(1, 3), copies=st.integers(1, 4), data=st.data())
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 def test_a_fragment_copy_is_the_call_built_again(op, hosts, per_host, channels, copies, data):
     """Each copy of a recorded call has the tasks, dependencies (its ranks' ready tasks in place of the
     placeholders) and connections that building the call on the copy's GPUs appends."""
@@ -255,7 +255,7 @@ def test_bad_pipeline_schedules_are_refused_at_their_path(parallelism, batch, pa
 
 @given(n=st.integers(2, 6), seed=st.integers(0, 2**32 - 1), offsets=st.booleans(), tcp=st.booleans(),
        spread=st.sampled_from([1, 2, 4]))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 def test_the_closed_form_alltoallv_bound_is_the_replayed_one(n, seed, offsets, tcp, spread):
     """A direct all-to-all-v's bound from its byte matrix equals the replay's (the slowest message
     alone, the busiest forced link or host), bit for bit, with and without per-rank offsets; its ideal
