@@ -49,6 +49,7 @@ SMALL = {
     "schedule-replay": [],
     "moe-mixtral": ["workload.model.layers=4", "workload.model.global_batch=8", "workload.model.seq_len=512"],
     "moe-skew": ["workload.model.seq_len=256", "workload.model.layers=2"],
+    "pipeline-schedules": ["workload.model.layers=8", "workload.model.seq_len=512", "workload.model.global_batch=8"],
     "cluster-c4p": ["cluster.max_jobs=3", "cluster.sample_iterations=2"],
     "cluster-placement": ["cluster.max_jobs=3", "cluster.sample_iterations=2"],
     "detect-c4d": ["detection.trials=6", "workload.iterations=2"],
