@@ -131,7 +131,8 @@ class IdealModel:
             del env, fabric
             if len(schedule) > BIG_SCHEDULE:  # the fabric and its processes hold each other: free its
                 gc.collect()                  # tables before the run's own (a full collection costs ~0.1 s)
-        hit = self._cache[key] = Ideal(time_s, max(replay_s, load_s), replay_s, load_s, chain)
+        replay_s, load_s = float(replay_s), float(load_s)  # (plain floats whether or not the kernels are compiled)
+        hit = self._cache[key] = Ideal(float(time_s), max(replay_s, load_s), replay_s, load_s, int(chain))
         return hit
 
     def alltoallv_direct(self, gpus: Sequence[int], matrix: np.ndarray, *, offsets: np.ndarray | None = None,
