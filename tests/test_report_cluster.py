@@ -150,17 +150,19 @@ def test_no_collective_panel_and_no_empty_chart(results, single):
         assert html.count("plotly-graph-div") >= len(figs)
 
 
-def test_a_single_full_run_leads_with_its_cluster_summary_and_has_no_timeline(single):
+def test_a_single_full_run_leads_with_its_cluster_summary_and_has_its_timeline(single):
+    """``mode: full`` records its series too (a row per change of the running or waiting jobs), so the
+    report draws its timelines."""
     t = read_results(single)
-    assert len(t["cluster_series"]) == 0 and len(t["runs"]) == 1
+    assert len(t["cluster_series"]) >= 2 and len(t["runs"]) == 1
     figs = build_figures(single)
     titles = [f.layout.title.text or "" for f in figs]
     assert titles[0].startswith("Runs and workload steps (cluster)")
-    assert not any(title.startswith(("Busy GPUs over time", "Core-link load over time")) for title in titles)
+    assert any(title.startswith("Busy GPUs over time") for title in titles)
+    assert any(title.startswith("Core-link load over time") for title in titles)
     cells = _cells(figs[0])
     j = t["cluster_jobs"]
     busy = (j["gpus"] * (j["end_s"] - j["start_s"])).sum()
-    # no epochs: the cluster's GPUs come from the fabric rebuilt from the run's spec
     assert cells["GPU utilisation"] == [f"{busy / (j['end_s'].max() * GPUS):.1%}"]
     assert cells["variant"] == ["ecmp"]
 
