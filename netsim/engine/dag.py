@@ -34,7 +34,7 @@ import numpy as np
 
 from netsim.engine.table import GRP, SUCC, _drain_kernel, _flush_kernel
 from netsim.solver.bottleneck import _copy, _copy_rows
-from netsim.solver.jit import njit
+from netsim.solver.jit import INLINED, NO_REFCOUNT, njit
 
 #: Functions only the loop calls: no Python wrapper to compile (perf: compile time).
 inner = njit(cache=True, nogil=True, no_cpython_wrapper=True)
@@ -73,7 +73,7 @@ N_FV = 10
 ST_IDLE, ST_LIMIT, ST_NOTIFY, ST_ROUTES, ST_GROW = range(5)
 
 
-@inner
+@njit(**INLINED)
 def _heap_push3(ah, n, t, seq, task):
     """Push (time, sequence, task) onto the event heap ``ah[:n]``, ordered as SimPy orders events of one
     priority: by time, then by when they were scheduled. Returns the heap (grown when full)."""
@@ -93,7 +93,7 @@ def _heap_push3(ah, n, t, seq, task):
     return ah
 
 
-@inner
+@njit(**NO_REFCOUNT)
 def _heap_pop3(ah, n):
     """Remove the earliest event of ``ah[:n]`` (read it from ``ah[0]`` first)."""
     n -= 1
@@ -168,7 +168,7 @@ def _series_out(n, now, link_int, link_flt, ser_row, ser_data, fv, iv):
     return ser_data
 
 
-@inner
+@njit(**NO_REFCOUNT)
 def _offer(key, amount, ok, oa, okey_pos, iv, slot_n):
     """Note ``amount`` more offered load for pairs ``key`` this flush (netted per key, applied in
     the order keys were first touched, as the reference Fabric does)."""
@@ -204,7 +204,7 @@ def _apply_offers(keys, amounts, n, pi, ll, lw, core, offered, peak, since, nomi
             offered[lk] = offered[lk] + lw[j] * amount
 
 
-@inner
+@njit(**INLINED)
 def _start_task(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups):
     """Task ``s`` has nothing left to wait for: a DELAY starts (its end goes on the event heap), a
     SEND is posted. (A JOIN is done at once: the caller handles it.) Returns the event heap."""
@@ -216,7 +216,7 @@ def _start_task(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups):
     return _post(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups)
 
 
-@inner
+@njit(**NO_REFCOUNT)
 def _finished(t, now, ti, tf, iv, notes):
     """Task ``t`` is done at ``now``."""
     tf[TF_DONE, t] = now
@@ -226,7 +226,7 @@ def _finished(t, now, ti, tf, iv, notes):
         iv[IV_NNOTE] += 1
 
 
-@inner
+@njit(**INLINED)
 def _release(task, now, ti, tf, succ_ptr, succ_idx, ci, cf, iv, fv, ah, pend, stack, slot_int, groups, notes):
     """``task`` is done at ``now``: mark it, and release every task that waited only for it, in order.
     A JOIN with nothing left to wait for is done at once and releases its own successors before the
@@ -270,7 +270,7 @@ def release_roots(roots, now, ti, tf, succ_ptr, succ_idx, ci, cf, iv, fv, ah, pe
     return ah
 
 
-@inner
+@njit(**INLINED)
 def _post(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups):
     """Message task ``s`` is posted now (``Fabric.send``): queued behind its connection's message in
     flight, or starting at this instant's flush. A self-send (same GPU) arrives at once."""
@@ -313,7 +313,7 @@ def _post(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups):
 
 
 
-@inner
+@njit(**NO_REFCOUNT)
 def _piece_offer(p, amount, pi, ll, lw, core, keys, amounts, key_pos, iv, slot_n):
     """Note ``amount`` of offered load on piece ``p``'s core links (nothing if it crosses none)."""
     a = pi[PI_L0, p]
@@ -323,7 +323,7 @@ def _piece_offer(p, amount, pi, ll, lw, core, keys, amounts, key_pos, iv, slot_n
             return
 
 
-@inner
+@njit(**INLINED)
 def _arrive(s, c, end, ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core, sk, sa, skey_pos):
     """Message task ``s`` of connection ``c`` drained and arrives at ``end`` (``Fabric._finish``): its
     record, its spray offer withdrawn, and the next message queued on ``c`` starts at this flush
@@ -352,7 +352,7 @@ def _arrive(s, c, end, ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core, sk,
     return ah
 
 
-@inner
+@njit(**INLINED)
 def _drained(s, now, ti, tf, ci, cf, iv, ah, start, rec, pi, pf, ll, lw, core, ok, oa, okey_pos, sk, sa, skey_pos,
              slot_task, slot_piece, group_task, gcount, groups, gfree):
     """Slot ``s`` has drained (``Fabric._complete``): its offered load withdrawn; its message arrives
@@ -381,7 +381,7 @@ def _drained(s, now, ti, tf, ci, cf, iv, ah, start, rec, pi, pf, ll, lw, core, o
     return ah
 
 
-@inner
+@njit(**NO_REFCOUNT)
 def _arm_timer(iv, fv):
     """``Fabric._arm_timer``: wake up at the next finish time unless an earlier wake-up is set."""
     t = fv[FV_NEXT_T]
@@ -391,7 +391,7 @@ def _arm_timer(iv, fv):
         iv[IV_TVALID] = 1
 
 
-@inner
+@njit(**NO_REFCOUNT)
 def _edge_rate(r, ri, el, ew, capacity):
     """The rate a message on route ``r`` could get from its edge (non-core) links alone, at their
     current capacities: what it offers the core (``Fabric._incidence``'s edge rate)."""
@@ -404,7 +404,7 @@ def _edge_rate(r, ri, el, ew, capacity):
     return edge
 
 
-@inner
+@njit(**NO_REFCOUNT)
 def _needs_routes(order, n, ci, iv, need):
     """Connections among ``order[:n]`` the routing policy must route first (in order, once each);
     their count."""
@@ -576,7 +576,7 @@ def _move_rerouted(now, ti, ci, cf, ri, pi, pf, ll, lw, core, ok, oa, okey_pos, 
     return a_slot, a_nl, a_links, a_w, a_num, n_add, n_links, fix, n_fix
 
 
-@inner
+@njit(**INLINED)
 def _admit_whole(s, c, merged, size, ti, ci, cf, pi, ll, lw, slot_int, free, slot_task, slot_piece, iv, a_slot, a_nl,
                  a_links, a_w, a_num, n_add, n_links):
     """Message ``s`` of connection ``c`` enters the table as one flow on piece ``merged`` (added to

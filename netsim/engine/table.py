@@ -36,7 +36,7 @@ import numpy as np
 
 from netsim.solver import jit
 from netsim.solver.bottleneck import _bottleneck, _copy, _heap_pop, _heap_push
-from netsim.solver.jit import njit
+from netsim.solver.jit import NO_REFCOUNT, njit
 
 CAP, RATE, REM, UPD, FIN, FID, BYTES, DELAY = range(8)
 #: Group row of a slot (``slot_int[GRP]``): 0 for a whole message, g + 1 for a piece of message
@@ -199,7 +199,7 @@ def _flush_kernel(slot_int, links, w, pos, num, rows, roww, link_int, link_flt, 
     return n_out, _next(num, hkeys, hvals, stats)
 
 
-@njit(cache=True, nogil=True)
+@njit(**NO_REFCOUNT)
 def _remove(removes, nl, links, pos, rows, roww, cnt, local, grp, succ, num, seeds, n_seeds, level, stamp_l, mark):
     """Take the flows ``removes`` off their links' rows (swapping each row's last flow into the hole),
     seeding their links; returns (seeds, level). perf: a row the removes empty ends empty in any
@@ -243,7 +243,7 @@ def _remove(removes, nl, links, pos, rows, roww, cnt, local, grp, succ, num, see
     return n_seeds, level
 
 
-@njit(cache=True, nogil=True)
+@njit(**NO_REFCOUNT)
 def _add(add_slots, add_nl, add_links, add_w, add_num, bulk, piece_fd, groups, links, w, pos, rows, roww, cnt, seeds,
          n_seeds, nl, num, grp, stamp_new, stamp, now, stamp_l):
     """Put the added flows on their links: whole messages (``add_num``: cap, remaining, fid, bytes),
@@ -294,7 +294,7 @@ def _add(add_slots, add_nl, add_links, add_w, add_num, bulk, piece_fd, groups, l
     return n_seeds
 
 
-@njit(cache=True, nogil=True)
+@njit(**NO_REFCOUNT)
 def _component(seed, stamp, keep_below, stack, comp, comp_links, rows, roww, cnt, nl, links, num, stamp_f, stamp_l,
                stamp_new, local, kept, cap_local, loads, capacity):
     """The part of the contention graph reachable from ``seed``: its flows (``comp``) and shared links
@@ -337,7 +337,7 @@ def _component(seed, stamp, keep_below, stack, comp, comp_links, rows, roww, cnt
     return n, n_links
 
 
-@njit(cache=True, nogil=True)
+@njit(**NO_REFCOUNT)
 def _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, n_seeds, stamp_l, mark):
     """Put slot ``s`` on its ``n`` links (``add_links[off:off + n]``), seeding each; returns the seed count."""
     for k in range(n):
@@ -353,7 +353,7 @@ def _insert(s, n, off, add_links, add_w, links, w, pos, rows, roww, cnt, seeds, 
     return n_seeds
 
 
-@njit(cache=True, nogil=True)
+@njit(**NO_REFCOUNT)
 def _seed(link, seeds, n_seeds, stamp_l, mark):
     """Seed ``link`` once per flush (``mark``: minus the flush's stamp, which the solve's own marks
     never equal): at most one seed per link, so the seed list fits in a row of the links' length."""
@@ -364,7 +364,7 @@ def _seed(link, seeds, n_seeds, stamp_l, mark):
     return n_seeds
 
 
-@njit(cache=True, nogil=True)
+@njit(**NO_REFCOUNT)
 def _account(link, new, now, load, nominal, busy, link_t, peak, out_links, out_t0, out_old, n_out):
     """``link`` changes load: close its busy interval, note the interval; the old load raises the
     link's peak if the link carried it for a positive time (a load replaced within its instant,
@@ -383,7 +383,7 @@ def _account(link, new, now, load, nominal, busy, link_t, peak, out_links, out_t
     return n_out + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(**NO_REFCOUNT)
 def _push_finish(num, hkeys, hvals, stats, fin, slot):
     """Note ``slot``'s finish time in the completion heap (entries whose time no longer matches
     ``num[slot, FIN]`` are stale and skipped; a full heap is rebuilt from the live flows)."""
@@ -394,7 +394,7 @@ def _push_finish(num, hkeys, hvals, stats, fin, slot):
     stats[4] = _heap_push(hkeys, hvals, stats[4], fin, slot)
 
 
-@njit(cache=True, nogil=True)
+@njit(**NO_REFCOUNT)
 def _rebuild_heap(num, hkeys, hvals, stats):
     """Refill the completion heap with the finish times of the flows in flight only."""
     size = np.int64(0)
@@ -404,7 +404,7 @@ def _rebuild_heap(num, hkeys, hvals, stats):
     stats[4] = size
 
 
-@njit(cache=True, nogil=True)
+@njit(**NO_REFCOUNT)
 def _next(num, hkeys, hvals, stats):
     """Earliest finish time of a flow in flight (inf if none)."""
     size = stats[4]

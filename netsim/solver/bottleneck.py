@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from netsim.solver import jit
-from netsim.solver.jit import njit
+from netsim.solver.jit import NO_REFCOUNT, njit
 
 #: numba is there to compile the kernels (:data:`netsim.solver.jit.AVAILABLE`).
 COMPILED = jit.AVAILABLE
@@ -44,7 +44,7 @@ def _copy_rows(dst, src, n):
             dst[r, c] = src[r, c]
 
 
-@njit(cache=True, nogil=True)
+@njit(**NO_REFCOUNT)
 def _heap_push(keys, vals, size, key, val):
     i = size
     keys[i] = key
@@ -59,7 +59,7 @@ def _heap_push(keys, vals, size, key, val):
     return size + 1
 
 
-@njit(cache=True, nogil=True)
+@njit(**NO_REFCOUNT)
 def _heap_pop(keys, vals, size):
     key, val = keys[0], vals[0]
     size -= 1
