@@ -73,14 +73,13 @@ N_FV = 10
 ST_IDLE, ST_LIMIT, ST_NOTIFY, ST_ROUTES, ST_GROW = range(5)
 
 
-@njit(**INLINED)
+@njit(**NO_REFCOUNT)
 def _heap_push3(ah, n, t, seq, task):
     """Push (time, sequence, task) onto the event heap ``ah[:n]``, ordered as SimPy orders events of one
-    priority: by time, then by when they were scheduled. Returns the heap (grown when full)."""
+    priority: by time, then by when they were scheduled. The caller makes room (the loop's heap has a
+    row per task: each task is on it at most once)."""
     if n == ah.shape[0]:
-        bigger = np.empty((2 * n, 3))
-        _copy_rows(bigger, ah, n)
-        ah = bigger
+        raise RuntimeError("event heap full (its caller sizes it)")
     i = n
     ah[i, 0], ah[i, 1], ah[i, 2] = t, seq, task
     while i > 0:
@@ -90,7 +89,6 @@ def _heap_push3(ah, n, t, seq, task):
         for c in range(3):
             ah[p, c], ah[i, c] = ah[i, c], ah[p, c]
         i = p
-    return ah
 
 
 @njit(**NO_REFCOUNT)
@@ -204,16 +202,16 @@ def _apply_offers(keys, amounts, n, pi, ll, lw, core, offered, peak, since, nomi
             offered[lk] = offered[lk] + lw[j] * amount
 
 
-@njit(**INLINED)
+@njit(**NO_REFCOUNT)
 def _start_task(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups):
     """Task ``s`` has nothing left to wait for: a DELAY starts (its end goes on the event heap), a
-    SEND is posted. (A JOIN is done at once: the caller handles it.) Returns the event heap."""
+    SEND is posted. (A JOIN is done at once: the caller handles it.)"""
     if ti[TK_KIND, s] == DELAY:
-        ah = _heap_push3(ah, iv[IV_NAH], now + tf[TF_AMOUNT, s], iv[IV_SEQ], s)
+        _heap_push3(ah, iv[IV_NAH], now + tf[TF_AMOUNT, s], iv[IV_SEQ], s)
         iv[IV_NAH] += 1
         iv[IV_SEQ] += 1
-        return ah
-    return _post(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups)
+        return
+    _post(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups)
 
 
 @njit(**NO_REFCOUNT)
@@ -226,12 +224,12 @@ def _finished(t, now, ti, tf, iv, notes):
         iv[IV_NNOTE] += 1
 
 
-@njit(**INLINED)
+@njit(**NO_REFCOUNT)
 def _release(task, now, ti, tf, succ_ptr, succ_idx, ci, cf, iv, fv, ah, pend, stack, slot_int, groups, notes):
     """``task`` is done at ``now``: mark it, and release every task that waited only for it, in order.
     A JOIN with nothing left to wait for is done at once and releases its own successors before the
     next one of ``task`` (depth first, as the reference's recursion does), through an explicit stack of
-    (task, next successor) frames. Returns the event heap (a released DELAY or self-send is pushed on it)."""
+    (task, next successor) frames (a released DELAY or self-send goes on the event heap)."""
     _finished(task, now, ti, tf, iv, notes)
     stack[0] = task
     stack[1] = succ_ptr[task]
@@ -253,8 +251,7 @@ def _release(task, now, ti, tf, succ_ptr, succ_idx, ci, cf, iv, fv, ah, pend, st
             stack[top + 1] = succ_ptr[s]
             top += 2
         else:
-            ah = _start_task(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups)
-    return ah
+            _start_task(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups)
 
 
 @njit(cache=True, nogil=True)
@@ -263,23 +260,22 @@ def release_roots(roots, now, ti, tf, succ_ptr, succ_idx, ci, cf, iv, fv, ah, pe
     fv[FV_NOW] = now
     for s in roots:
         if ti[TK_KIND, s] == JOIN:
-            ah = _release(s, now, ti, tf, succ_ptr, succ_idx, ci, cf, iv, fv, ah, pend, stack, slot_int, groups,
-                          notes)
+            _release(s, now, ti, tf, succ_ptr, succ_idx, ci, cf, iv, fv, ah, pend, stack, slot_int, groups, notes)
         else:
-            ah = _start_task(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups)
+            _start_task(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups)
     return ah
 
 
-@njit(**INLINED)
+@njit(**NO_REFCOUNT)
 def _post(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups):
     """Message task ``s`` is posted now (``Fabric.send``): queued behind its connection's message in
     flight, or starting at this instant's flush. A self-send (same GPU) arrives at once."""
     c = ti[TK_CONN, s]
     if ci[CI_SELF, c]:
-        ah = _heap_push3(ah, iv[IV_NAH], now, iv[IV_SEQ], s)
+        _heap_push3(ah, iv[IV_NAH], now, iv[IV_SEQ], s)
         iv[IV_NAH] += 1
         iv[IV_SEQ] += 1
-        return ah
+        return
     ti[TK_FID, s] = iv[IV_FID]
     iv[IV_FID] += 1
     tf[TF_POST, s] = now
@@ -297,7 +293,7 @@ def _post(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups):
                 groups[2, ci[CI_GROUP, c]] = 1.0
             elif ci[CI_SLOT, c] >= 0:
                 slot_int[SUCC, ci[CI_SLOT, c]] = 1
-        return ah
+        return
     ci[CI_HEAD, c] = s
     ci[CI_TAIL, c] = -1
     ci[CI_SLOT, c] = -1
@@ -306,7 +302,6 @@ def _post(s, now, ti, tf, ci, cf, iv, ah, pend, slot_int, groups):
     pend[iv[IV_NPEND]] = c
     iv[IV_NPEND] += 1
     iv[IV_ARMED] = 1
-    return ah
 
 
 
@@ -323,12 +318,12 @@ def _piece_offer(p, amount, pi, ll, lw, core, keys, amounts, key_pos, iv, slot_n
             return
 
 
-@njit(**INLINED)
+@njit(**NO_REFCOUNT)
 def _arrive(s, c, end, ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core, sk, sa, skey_pos):
     """Message task ``s`` of connection ``c`` drained and arrives at ``end`` (``Fabric._finish``): its
     record, its spray offer withdrawn, and the next message queued on ``c`` starts at this flush
-    (``_next_on_connection``). Returns the event heap."""
-    ah = _heap_push3(ah, iv[IV_NAH], end, iv[IV_SEQ], s)
+    (``_next_on_connection``)."""
+    _heap_push3(ah, iv[IV_NAH], end, iv[IV_SEQ], s)
     iv[IV_NAH] += 1
     iv[IV_SEQ] += 1
     cf[CF_DELIVERED, c] += tf[TF_AMOUNT, s]
@@ -349,10 +344,9 @@ def _arrive(s, c, end, ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core, sk,
     else:
         ci[CI_HEAD, c] = -1
         ci[CI_TAIL, c] = -1
-    return ah
 
 
-@njit(**INLINED)
+@njit(**NO_REFCOUNT)
 def _drained(s, now, ti, tf, ci, cf, iv, ah, start, rec, pi, pf, ll, lw, core, ok, oa, okey_pos, sk, sa, skey_pos,
              slot_task, slot_piece, group_task, gcount, groups, gfree):
     """Slot ``s`` has drained (``Fabric._complete``): its offered load withdrawn; its message arrives
@@ -365,8 +359,9 @@ def _drained(s, now, ti, tf, ci, cf, iv, ah, start, rec, pi, pf, ll, lw, core, o
     if g < 0:
         if iv[IV_CONGESTION]:
             _piece_offer(p, -cf[CF_DEMAND, c], pi, ll, lw, core, ok, oa, okey_pos, iv, SLOT_NOK)
-        return _arrive(task, c, now + cf[CF_DELAY, c], ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core,
-                       sk, sa, skey_pos)
+        _arrive(task, c, now + cf[CF_DELAY, c], ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core, sk, sa,
+                skey_pos)
+        return
     if iv[IV_CONGESTION]:
         _piece_offer(p, -cf[CF_DEMAND, c] * pf[PF_FRAC, p], pi, ll, lw, core, ok, oa, okey_pos, iv, SLOT_NOK)
     gcount[0, g] += 1
@@ -376,9 +371,8 @@ def _drained(s, now, ti, tf, ci, cf, iv, ah, start, rec, pi, pf, ll, lw, core, o
         group_task[g] = -1
         gfree[iv[IV_NGFREE]] = g
         iv[IV_NGFREE] += 1
-        return _arrive(task, c, now + (arrive - now), ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core,
-                       sk, sa, skey_pos)
-    return ah
+        _arrive(task, c, now + (arrive - now), ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core, sk, sa,
+                skey_pos)
 
 
 @njit(**NO_REFCOUNT)
@@ -682,8 +676,8 @@ def _flush(now, ti, tf, ci, cf, ri, pi, pf, ll, lw, el, ew, core, off, ok, oa, o
     while iv[IV_NCODES] < iv[IV_NREM]:
         s = rem[iv[IV_NCODES]]
         iv[IV_NCODES] += 1
-        ah = _drained(s, now, ti, tf, ci, cf, iv, ah, start, rec, pi, pf, ll, lw, core, ok, oa, okey_pos, sk, sa,
-                      skey_pos, slot_task, slot_piece, group_task, gcount, groups, gfree)
+        _drained(s, now, ti, tf, ci, cf, iv, ah, start, rec, pi, pf, ll, lw, core, ok, oa, okey_pos, sk, sa,
+                 skey_pos, slot_task, slot_piece, group_task, gcount, groups, gfree)
     # messages starting now: those behind a drained one, then the new ones (Fabric._flush's order);
     # messages that finish at once (no bytes, no links) start their successors in this same flush
     order = np.empty(16, np.int64)
@@ -755,8 +749,8 @@ def _flush(now, ti, tf, ci, cf, ri, pi, pf, ll, lw, el, ew, core, off, ok, oa, o
                     _piece_offer(ci[CI_SPRAY, c], demand, pi, ll, lw, core, sk, sa, skey_pos, iv, SLOT_NSK)
             if size == 0.0 or pi[PI_NL, merged] == 0:  # finishes at once (Fabric._place -> _done)
                 cf[CF_DELAY, c] = pf[PF_DELAY, merged]
-                ah = _arrive(s, c, now + pf[PF_DELAY, merged], ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core,
-                             sk, sa, skey_pos)
+                _arrive(s, c, now + pf[PF_DELAY, merged], ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core,
+                        sk, sa, skey_pos)
                 continue
             ci[CI_FLIGHT, c] = r
             if not split:
@@ -828,8 +822,8 @@ def advance(limit, ti, tf, succ_ptr, succ_idx, ci, cf, ri, pi, pf, ll, lw, el, e
             task = int(ah[0, 2])
             _heap_pop3(ah, iv[IV_NAH])
             iv[IV_NAH] -= 1
-            ah = _release(task, now, ti, tf, succ_ptr, succ_idx, ci, cf, iv, fv, ah, pend, stack, slot_int, groups,
-                          notes)
+            _release(task, now, ti, tf, succ_ptr, succ_idx, ci, cf, iv, fv, ah, pend, stack, slot_int, groups,
+                     notes)
             if iv[IV_NNOTE] > 0:
                 return ST_NOTIFY, ah, ser_data
             continue
@@ -855,8 +849,8 @@ def advance(limit, ti, tf, succ_ptr, succ_idx, ci, cf, ri, pi, pf, ll, lw, el, e
                 if iv[IV_SERIES]:
                     ser_data = _series_out(n_out, now, link_int, link_flt, ser_row, ser_data, fv, iv)
                 for s in found:
-                    ah = _drained(s, now, ti, tf, ci, cf, iv, ah, start, rec, pi, pf, ll, lw, core, ok, oa, okey_pos,
-                                  sk, sa, skey_pos, slot_task, slot_piece, group_task, gcount, groups, gfree)
+                    _drained(s, now, ti, tf, ci, cf, iv, ah, start, rec, pi, pf, ll, lw, core, ok, oa, okey_pos,
+                             sk, sa, skey_pos, slot_task, slot_piece, group_task, gcount, groups, gfree)
                 if iv[IV_NSTART] == 0:
                     if iv[IV_CONGESTION]:
                         nominal = link_flt[2]
@@ -902,7 +896,12 @@ def _schedule(s, now, kind, conn, amount, rate, delay, same, busy, ah, nah, seq)
             end = start + (amount[s] / rate[c] if amount[s] != 0.0 else 0.0)
             busy[c] = end
             t = now + ((end + delay[c]) - now)
-    return _heap_push3(ah, nah, t, seq, s)
+    if nah == ah.shape[0]:
+        bigger = np.empty((2 * nah, 3))
+        _copy_rows(bigger, ah, nah)
+        ah = bigger
+    _heap_push3(ah, nah, t, seq, s)
+    return ah
 
 
 @njit(cache=True, nogil=True)
