@@ -22,11 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsim.collectives.alltoallv import alltoallv_steps
 from netsim.collectives.base import build_collective
+from netsim.collectives.ideal_steps import PairTable, forced_load, pair_index, steps_replay
+from netsim.collectives.schedule import run_steps, step_messages
 from netsim.engine import Environment
 from netsim.engine.ideal import IdealFabric, PairModel, nonblocking_fabric
 from netsim.engine.ideal import replay as ideal_replay
-from netsim.engine.model import SEND
+from netsim.engine.model import SEND, ScheduleBuilder
 from netsim.engine.reference import run_schedule
 from netsim.solver import COMPILED
 from netsim.topology import Topology
@@ -64,7 +67,7 @@ class IdealModel:
         self.tolerance_s = completion_tolerance_s
         self.pairs = PairModel(topology)
         self._cache: dict[tuple, Ideal] = {}
-        self._pair_tables: dict[tuple, tuple] = {}   #: per (GPUs, tcp): :meth:`alltoallv_direct`'s pairs
+        self._pair_tables: dict[tuple, PairTable] = {}   #: per (GPUs, tcp): the pairs of :meth:`alltoallv`
         #: perf: where no two connections share an edge link (a rank-ordered ring on one-GPU hosts) the
         #: replay's timeline is the non-blocking fabric's, and its second run is skipped
         self.shortcut = True
@@ -121,18 +124,88 @@ class IdealModel:
         if replay.exclusive and self.shortcut:  # (tests/test_ideal_replay.py checks it against the run)
             time_s = replay_s
         else:
-            env = Environment()
-            fabric = nonblocking_fabric(env, self.topology, self.tolerance_s)
-            if tcp:
-                fabric.use_tcp(0, 0)
-            run_schedule(env, fabric, schedule)
-            env.run()
-            time_s = env.now
-            del env, fabric
-            if len(schedule) > BIG_SCHEDULE:  # the fabric and its processes hold each other: free its
-                gc.collect()                  # tables before the run's own (a full collection costs ~0.1 s)
+            time_s = self._nonblocking_s(schedule, tcp)
         replay_s, load_s = float(replay_s), float(load_s)  # (plain floats whether or not the kernels are compiled)
         hit = self._cache[key] = Ideal(float(time_s), max(replay_s, load_s), replay_s, load_s, int(chain))
+        return hit
+
+    def _nonblocking_s(self, schedule, tcp: bool) -> float:
+        """``schedule`` run alone on the fabric with a non-blocking core: its end."""
+        env = Environment()
+        fabric = nonblocking_fabric(env, self.topology, self.tolerance_s)
+        if tcp:
+            fabric.use_tcp(0, 0)
+        run_schedule(env, fabric, schedule)
+        env.run()
+        time_s = env.now
+        del env, fabric
+        if len(schedule) > BIG_SCHEDULE:  # the fabric and its processes hold each other: free its
+            gc.collect()                  # tables before the run's own (a full collection costs ~0.1 s)
+        return time_s
+
+    def _pair_table(self, gpus: Sequence[int], tcp: bool) -> PairTable:
+        """Every ordered pair of ``gpus``'s ranks with its rate, delay and forced links, once per group."""
+        table = self._pair_tables.get((tuple(gpus), tcp))
+        if table is None:
+            n = len(gpus)
+            g = np.asarray(gpus, dtype=np.int64)
+            i, j = np.nonzero(~np.eye(n, dtype=bool))
+            rate, delay, fptr, flinks, uniform = self.pairs.table(g[i], g[j], np.full(len(i), tcp))
+            hosts = self.topology.gpu_host[g]
+            table = self._pair_tables[(tuple(gpus), tcp)] = PairTable(rate, delay, fptr, flinks, uniform,
+                                                                      hosts[i], hosts[j])
+        return table
+
+    def alltoallv(self, algorithm: str, gpus: Sequence[int], matrix: np.ndarray, *,
+                  offsets: np.ndarray | None = None, tcp: bool = False) -> Ideal:
+        """The :class:`Ideal` of an all-to-all-v by ``algorithm`` from its byte matrix, with its ranks
+        starting at ``offsets`` (seconds after the call's start; None: all at once).
+
+        ``direct``: :meth:`alltoallv_direct` (the ideal is the bound). ``pairwise`` and
+        ``hierarchical``: the bound is :meth:`of_schedule`'s bit for bit, computed from the call's
+        messages step by step (:mod:`netsim.collectives.ideal_steps`) instead of replaying its
+        schedule; the ideal is the call run on the fabric with a non-blocking core, as for any call
+        (fair sharing has no closed form), except where the replay's timeline is that run's (no two
+        messages share a forced link). Cached by the matrix and offsets.
+
+        Examples
+        --------
+        >>> from netsim.topology import leaf_spine
+        >>> topo = leaf_spine(leaves=1, spines=1, hosts_per_leaf=2, gpus_per_host=2, nics_per_host=2,
+        ...                   nic_bandwidth_Bps=1e9, uplink_bandwidth_Bps=1e9, intra_bandwidth_Bps=1e10)
+        >>> m = np.full((4, 4), 1e9)
+        >>> ideal = IdealModel(topo).alltoallv("hierarchical", [0, 1, 2, 3], m)
+        >>> round(ideal.bound_s, 6), round(ideal.time_s, 6)   # 2 GB over the NVLink, then 2 GB per rail
+        (2.2, 2.2)
+        """
+        if algorithm == "direct":
+            return self.alltoallv_direct(gpus, matrix, offsets=offsets, tcp=tcp)
+        matrix = np.ascontiguousarray(matrix, np.float64)
+        digest = hashlib.blake2b(matrix.tobytes(), digest_size=16)
+        if offsets is not None:
+            digest.update(np.ascontiguousarray(offsets, np.float64).tobytes())
+        key = ("alltoallv", algorithm, tuple(gpus), tcp, offsets is None, digest.digest())
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        n = len(gpus)
+        steps = alltoallv_steps(algorithm, gpus, 0.0, matrix, self.topology.gpu_host)
+        msgs, bounds = step_messages(steps)
+        src, dst, nbytes = msgs[:, 0].astype(np.int64), msgs[:, 1].astype(np.int64), msgs[:, 2]
+        table = self._pair_table(gpus, tcp)
+        pair = pair_index(src, dst, n)
+        start = np.zeros(n) if offsets is None else np.asarray(offsets, dtype=np.float64)
+        replay_s = float(steps_replay(src, dst, nbytes, bounds, table.rate[pair], table.delay[pair], start).max())
+        load_s, exclusive = forced_load(self.topology, table, pair, nbytes, self.pairs.host_out_cap,
+                                        self.pairs.host_in_cap)
+        chain = int(np.bincount(src, minlength=n).max(initial=0)) + n
+        if exclusive and self.shortcut:
+            time_s = replay_s
+        else:
+            b = ScheduleBuilder()
+            run_steps(b, list(gpus), steps, tcp=tcp, ready=None if offsets is None else b.delay(offsets))
+            time_s = float(self._nonblocking_s(b.build(), tcp))
+        hit = self._cache[key] = Ideal(time_s, max(replay_s, load_s), replay_s, load_s, chain)
         return hit
 
     def alltoallv_direct(self, gpus: Sequence[int], matrix: np.ndarray, *, offsets: np.ndarray | None = None,
@@ -149,32 +222,19 @@ class IdealModel:
         the calls measured (``docs/moe.md``).
         """
         n = len(gpus)
-        table = self._pair_tables.get((tuple(gpus), tcp))
-        if table is None:
-            g = np.asarray(gpus, dtype=np.int64)
-            i, j = np.nonzero(~np.eye(n, dtype=bool))
-            rate, delay, fptr, flinks, _uniform = self.pairs.table(g[i], g[j], np.full(len(i), tcp))
-            hosts = self.topology.gpu_host[g]
-            table = self._pair_tables[(tuple(gpus), tcp)] = (i, j, rate, delay, np.repeat(np.arange(len(i)), np.diff(fptr)),
-                                                             flinks, hosts[i], hosts[j])
-        i, j, rate, delay, owner, flinks, hs, hd = table
+        table = self._pair_table(gpus, tcp)
+        i, j = np.nonzero(~np.eye(n, dtype=bool))
         w = np.asarray(matrix, dtype=np.float64)[i, j]
         sent = w > 0
         start = np.zeros(len(i)) if offsets is None else np.asarray(offsets, dtype=np.float64)[i]
-        # as the replay: released at its rank's offset, drained at the pair's rate, then its delay
-        arrive = (start[sent] + w[sent] / rate[sent]) + delay[sent]
+        rate, delay = table.rate, table.delay
+        # as the replay: released at its rank's offset, drained at the pair's rate, then its delay (in
+        # the replay kernel's arithmetic: an interval from the release, which can differ in the last bit)
+        now = start[sent]
+        arrive = now + (((now + w[sent] / rate[sent]) + delay[sent]) - now)
         replay_s = max(float(arrive.max(initial=0.0)), 0.0 if offsets is None else float(np.max(offsets)))
-        topo, m = self.topology, self.pairs
-        load_s = 0.0
-        if len(flinks):
-            per_link = np.bincount(flinks, weights=w[owner], minlength=len(topo.links.src))
-            used = np.unique(flinks)
-            load_s = float((per_link[used] / topo.links.capacity_Bps[used]).max())
-        apart = hs != hd
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for h, capacity in ((hs, m.host_out_cap), (hd, m.host_in_cap)):
-                used = np.bincount(h[apart], weights=w[apart], minlength=topo.n_hosts)
-                load_s = max(load_s, float(np.where(used > 0, used / capacity, 0.0).max(initial=0.0)))
+        load_s, _exclusive = forced_load(self.topology, table, np.arange(len(i)), w, self.pairs.host_out_cap,
+                                         self.pairs.host_in_cap)
         chain = int(np.bincount(i[sent], minlength=n).max(initial=0)) + n
         bound = max(replay_s, load_s)
         return Ideal(bound, bound, replay_s, load_s, chain)

@@ -44,10 +44,7 @@ def run_steps(b: ScheduleBuilder, gpus: Sequence[int], schedule: Steps, *, chann
     if n < 2:
         return ready
     gpu = np.asarray(gpus, dtype=np.int64)
-    msgs = np.array([m for step in schedule for m in step], dtype=np.float64).reshape(-1, 3)
-    step_of = np.repeat(np.arange(len(schedule)), [len(step) for step in schedule])
-    order = np.lexsort((msgs[:, 0], step_of))  # a rank posts its sends of a step in the schedule's order
-    msgs, bounds = msgs[order], np.searchsorted(step_of[order], np.arange(len(schedule) + 1))
+    msgs, bounds = step_messages(schedule)
     src, dst = msgs[:, 0].astype(np.int64), msgs[:, 1].astype(np.int64)
     ends = []
     for c in range(channels):
@@ -62,6 +59,21 @@ def run_steps(b: ScheduleBuilder, gpus: Sequence[int], schedule: Steps, *, chann
             at = join_by(b, np.concatenate([out, into, idle]), np.concatenate([sent, sent, at[idle]]), n)
         ends.append(at)
     return ends[0] if channels == 1 else end_of(b, np.stack(ends, axis=1))
+
+
+def step_messages(schedule: Steps) -> tuple[np.ndarray, np.ndarray]:
+    """The messages of ``schedule`` as rows ``(src_rank, dst_rank, bytes)`` in the order
+    :func:`run_steps` posts them (by step, then by sender), and where each step starts
+    (``bounds[s]:bounds[s + 1]``).
+
+    >>> msgs, bounds = step_messages([[(1, 0, 5.0), (0, 1, 7.0)], [(0, 1, 2.0)]])
+    >>> msgs[:, 0].tolist(), bounds.tolist()
+    ([0.0, 1.0, 0.0], [0, 2, 3])
+    """
+    msgs = np.array([m for step in schedule for m in step], dtype=np.float64).reshape(-1, 3)
+    step_of = np.repeat(np.arange(len(schedule)), [len(step) for step in schedule])
+    order = np.lexsort((msgs[:, 0], step_of))  # a rank posts its sends of a step in the schedule's order
+    return msgs[order], np.searchsorted(step_of[order], np.arange(len(schedule) + 1))
 
 
 def recursive_doubling_schedule(n: int, size: float) -> Steps:

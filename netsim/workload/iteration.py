@@ -88,8 +88,8 @@ class CompiledIteration:
                 parts[part][stage, replica] += seconds
         return {(s, d): {k: float(parts[k][s, d]) for k in BREAKDOWN} for s in range(p) for d in range(dp)}
 
-    def records(self, times: np.ndarray, iteration: int, ideal: IdealModel | None, tolerance_s: float,
-                gpu_host: np.ndarray) -> list[CollectiveRecord]:
+    def records(self, times: np.ndarray, iteration: int, ideal: IdealModel | None,
+                tolerance_s: float) -> list[CollectiveRecord]:
         """Every call of the iteration as a record, in order of completion."""
         out = []
         job = self.plan.job
@@ -102,7 +102,7 @@ class CompiledIteration:
                     job, iteration, c.op, c.algorithm, c.size_bytes, len(comm.gpus), c.channels, start, end,
                     ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,
                     slack_s=tolerance_s * bound.chain if bound else 0.0, label=c.label, comm=comm.comm))
-        out += moe_records(self.moe_calls, times, self.plan, iteration, ideal, tolerance_s, gpu_host)
+        out += moe_records(self.moe_calls, times, self.plan, iteration, ideal, tolerance_s)
         out.sort(key=lambda r: (r.end_s, r.start_s))
         return out
 

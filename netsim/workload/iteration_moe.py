@@ -76,7 +76,7 @@ def moe_layer(b: ScheduleBuilder, plan: TrainingPlan, gpu_host: np.ndarray, iter
 
 
 def moe_records(calls: list[MoECall], times: np.ndarray, plan: TrainingPlan, iteration: int,
-                ideal: IdealModel | None, tolerance_s: float, gpu_host: np.ndarray) -> list[CollectiveRecord]:
+                ideal: IdealModel | None, tolerance_s: float) -> list[CollectiveRecord]:
     """The dispatch and combine records of ``calls`` from the iteration's task times."""
     out = []
     for c in calls:
@@ -87,31 +87,23 @@ def moe_records(calls: list[MoECall], times: np.ndarray, plan: TrainingPlan, ite
         began = times[mid:ready]
         end = float(times[ready:hi].max()) if hi > ready else float(began.max())
         out.append(alltoallv_record(plan, c.comm, c.first, start, sent, f"ep_{names[0]}", None, iteration,
-                                    ideal, tolerance_s, gpu_host))
+                                    ideal, tolerance_s))
         out.append(alltoallv_record(plan, c.comm, c.second, float(began.min()), end, f"ep_{names[1]}",
-                                    began - began.min(), iteration, ideal, tolerance_s, gpu_host))
+                                    began - began.min(), iteration, ideal, tolerance_s))
     return out
 
 
 def alltoallv_record(plan: TrainingPlan, comm: Communicator, matrix: np.ndarray, start: float, end: float,
                      label: str, offsets: np.ndarray | None, iteration: int, ideal: IdealModel | None,
-                     tolerance_s: float, gpu_host: np.ndarray) -> CollectiveRecord:
+                     tolerance_s: float) -> CollectiveRecord:
     """One all-to-all-v call; with ``offsets`` (when each rank became ready after the first) its ideal and
     bound start each rank at its offset, so experts' skew is not counted against the fabric."""
     algorithm = plan.spec.moe.algorithm
     n = len(comm.gpus)
     size = float(matrix.sum() - np.trace(matrix)) / n
-    bound = None
-    if ideal is not None and algorithm == "direct":  # its closed form (IdealModel.alltoallv_direct)
-        bound = ideal.alltoallv_direct(comm.gpus, matrix, offsets=offsets, tcp=comm.tcp)
-    elif ideal is not None and offsets is None:
-        bound = ideal.ideal("alltoallv", algorithm, comm.gpus, 0.0, tcp=comm.tcp, matrix=matrix)
-    elif ideal is not None:
-        b = ScheduleBuilder()
-        build = get_algorithm("alltoallv", algorithm)
-        build(b, list(comm.gpus), 0.0, tcp=comm.tcp, gpu_host=gpu_host, matrix=matrix, ready=b.delay(offsets))
-        key = ("alltoallv+offsets", algorithm, comm.gpus, comm.tcp, matrix.tobytes(), offsets.tobytes())
-        bound = ideal.of_schedule(key, b.build(), n, comm.tcp)
+    # its bound from the byte matrix, no replay (IdealModel.alltoallv; direct: the ideal too)
+    bound = ideal.alltoallv(algorithm, comm.gpus, matrix, offsets=offsets, tcp=comm.tcp) if ideal is not None \
+        else None
     return CollectiveRecord(
         plan.job, iteration, "alltoallv", algorithm, size, n, 1, start, end,
         ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,

@@ -507,7 +507,7 @@ class _Iteration:
     def _record_alltoallv(self, comm: Communicator, matrix: np.ndarray, start: float, end: float, label: str,
                           offsets: np.ndarray | None) -> None:
         self.records.append(alltoallv_record(self.plan, comm, matrix, start, end, label, offsets, self.iteration,
-                                             self.ideal, self.fabric.tolerance_s, self.fabric.topology.gpu_host))
+                                             self.ideal, self.fabric.tolerance_s))
 
     # ------------------------------------------------------------------ pipeline sends
     def _send(self, direction: str, src_stage: int, dst_stage: int, replica: int, micro: int) -> None:
@@ -642,7 +642,7 @@ def run_training(env: simpy.Environment, fabric: Fabric, plan: TrainingPlan, *, 
             yield run.done
             times = np.array(run.times)
             account = compiled.accounts(times)
-            records.extend(compiled.records(times, it, ideal, fabric.tolerance_s, fabric.topology.gpu_host))
+            records.extend(compiled.records(times, it, ideal, fabric.tolerance_s))
         else:
             state = _Iteration(env, fabric, plan, it, records, ideal, speeds)
             procs = [env.process(state.stage(s, d)) for s in range(plan.par.pp) for d in range(plan.par.dp)]
