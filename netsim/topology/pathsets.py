@@ -22,6 +22,10 @@ from netsim.errors import NetsimError
 from netsim.topology.nic import same_fabric
 
 _INT = np.int64
+#: perf: the slowest path of a pair with more paths than this is found from its parts' latencies
+#: (one (U, D) pair at a time), not by listing every path's links (7,168 between two pods of a
+#: Meta-like three-tier Clos).
+LISTED_PATHS = 128
 
 
 def ragged_arange(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -595,7 +599,38 @@ class PathSets:
             _, first, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_index=True,
                                           return_inverse=True)
         reps = self.take(first)
-        _row, ptr, links = reps.all_links()
-        lat = self.latency_s(ptr, links)
-        starts = np.cumsum(reps.n) - reps.n
-        return np.maximum.reduceat(lat, starts)[inverse.reshape(-1)] if len(lat) else np.zeros(len(self))
+        out = np.zeros(len(reps))
+        listed = np.flatnonzero(reps.n <= LISTED_PATHS)
+        if len(listed):
+            few = reps.take(listed)
+            _row, ptr, links = few.all_links()
+            lat = self.latency_s(ptr, links)
+            out[listed] = np.maximum.reduceat(lat, np.cumsum(few.n) - few.n)
+        for i in np.flatnonzero(reps.n > LISTED_PATHS).tolist():
+            out[i] = reps._max_latency_of_row(i)
+        return out[inverse.reshape(-1)]
+
+    def _max_latency_of_row(self, i: int) -> float:
+        """:meth:`max_latency_s` of row ``i`` from the latencies of its parts, without listing its links.
+
+        CORRECTNESS: the entries of a class have one length (the fewest hops), so each (U path, D
+        path) pair gives a C-contiguous matrix of link latencies, one path a row, summed by row as
+        :func:`path_sums` sums them.
+        """
+        ix, lat = self.index, self.index.latency
+        e = ix.c_first[self.cls[i]] + np.arange(ix.c_count[self.cls[i]], dtype=_INT)
+        middle = [lat[ix.e_links[ix.e_start[e][:, None] + np.arange(ix.e_len[e[0]], dtype=_INT)]]]
+        if ix.e_p[e[0]] >= 0:  # (a remote class: every entry has both ports)
+            middle = [lat[ix.port_up[self.nic_s[i], ix.e_p[e]]][:, None], *middle,
+                      lat[ix.port_down[self.nic_d[i], ix.e_q[e]]][:, None]]
+        best = -np.inf
+        for a in range(int(self.n_u[i])):
+            pu = ix.t_first[self.u[i]] + a
+            before = lat[ix.tp_links[ix.tp_start[pu]:ix.tp_start[pu] + ix.tp_len[pu]] + self.base_s[i]]
+            for b in range(int(self.n_d[i])):
+                pd_ = ix.t_first[self.d[i]] + b
+                after = lat[ix.tp_links[ix.tp_start[pd_]:ix.tp_start[pd_] + ix.tp_len[pd_]] + self.base_d[i]]
+                rows = np.concatenate([np.broadcast_to(before, (len(e), len(before))), *middle,
+                                       np.broadcast_to(after, (len(e), len(after)))], axis=1)
+                best = max(best, float(rows.sum(axis=1).max()) if rows.shape[1] else 0.0)
+        return best
