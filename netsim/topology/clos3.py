@@ -60,7 +60,6 @@ def clos3(*, pods: int, leaves_per_pod: int, spines_per_pod: int, hosts_per_leaf
     plane = cores // spines_per_pod if core_wiring == "planes" else cores
     hosts, nic_ports, nic_profile, pod_spines, pod_leaves = [], {}, {}, [], []
     reach: dict[int, list[int]] = {}  # spine -> the core switches it is cabled to
-    down: dict[tuple[int, int], list[int]] = {}  # (core switch, pod) -> the pod's spines cabled to it
     for p in range(pods):
         pod = _add_leaf_spine(
             b, prefix=f"pod{p}.", first_host=p * per_pod, first_gpu=p * per_pod * gpus_per_host,
@@ -77,7 +76,6 @@ def clos3(*, pods: int, leaves_per_pod: int, spines_per_pod: int, hosts_per_leaf
         for j, spine in enumerate(pod.spines):
             reach[spine] = core_nodes[j * plane:(j + 1) * plane] if core_wiring == "planes" else core_nodes
             for core in reach[spine]:
-                down.setdefault((core, p), []).append(spine)
                 for _ in range(core_cables):
                     b.duplex(spine, core, core_bandwidth_Bps, core_latency_s, "core_up", "core_down")
         hosts += pod.hosts
@@ -122,7 +120,12 @@ def clos3(*, pods: int, leaves_per_pod: int, spines_per_pod: int, hosts_per_leaf
         if pa == pz and ja is None and jz is None:
             return _product([up[pa, leaf_index[a]], dn[pa, :, leaf_index[z]]])
         # across the core (or two spines of one pod, through it)
-        j, k, j2 = triples[((ja is None) | (triples[:, 0] == ja)) & ((jz is None) | (triples[:, 2] == jz))].T
+        keep = np.ones(len(triples), dtype=bool)
+        if ja is not None:
+            keep &= triples[:, 0] == ja
+        if jz is not None:
+            keep &= triples[:, 2] == jz
+        j, k, j2 = triples[keep].T
         hops = [core_up[pa, j, k], core_dn[k, pz, j2]]
         if ja is None:
             hops.insert(0, up[pa, leaf_index[a], j])
