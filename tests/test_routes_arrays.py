@@ -20,6 +20,7 @@ from netsim.routing import ROUTING, Connection, make_routing
 from netsim.routing.base import DECIDES, RoutingPolicy
 from netsim.routing.routes import concat_routes, replace_rows, take_routes
 from netsim.topology import LinkTable, Topology, leaf_spine
+from netsim.topology import pathsets
 from netsim.topology.dragonfly import dragonfly
 from netsim.topology.multicluster import multi_cluster
 from netsim.topology.nic import nic_profile
@@ -229,10 +230,12 @@ def test_every_policy_follows_the_protocol(tmp_path, policy):
             assert routing.reaction_s >= 0
 
 
+@pytest.mark.parametrize("listed", [pathsets.LISTED_PATHS, 0])
 @pytest.mark.parametrize("fabric_name", FABRICS)
-def test_path_sets_are_the_topology_paths(fabric_name):
-    """Every pair (both transports): the paths in order, their latencies, the slowest, the union with
-    its counts, the overheads."""
+def test_path_sets_are_the_topology_paths(monkeypatch, fabric_name, listed):
+    """Every pair (both transports): the paths in order, their latencies, the slowest (from listed
+    paths, or from the parts of every pair: ``listed`` 0), the union with its counts, the overheads."""
+    monkeypatch.setattr(pathsets, "LISTED_PATHS", listed)
     topo = fabric(fabric_name)
     g = topo.n_gpus
     src, dst = np.divmod(np.arange(g * g), g)

@@ -3,14 +3,16 @@
 A pod is a two-tier leaf-spine (:func:`netsim.topology.leaf_spine._add_leaf_spine`: hosts, rails,
 multi-port NICs as there). Its spines connect up to core switches, either in *planes* (spine ``j``
 of every pod to every core switch of plane ``j``, as fat-trees do) or as a *mesh* (every spine to
-every core switch). Switch paths are given in closed form (never searched): same leaf, same pod
-(leaf - spine - leaf), or across pods (leaf - spine - core - spine - leaf).
+every core switch). Switch paths are given in closed form (never searched), as arrays of link ids
+gathered from tables of the cables: same leaf, same pod (leaf - spine - leaf), or across pods
+(leaf - spine - core - spine - leaf).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
+
+import numpy as np
 
 from netsim.errors import ConfigError
 from netsim.topology.leaf_spine import _add_leaf_spine, _check_positive
@@ -58,7 +60,6 @@ def clos3(*, pods: int, leaves_per_pod: int, spines_per_pod: int, hosts_per_leaf
     plane = cores // spines_per_pod if core_wiring == "planes" else cores
     hosts, nic_ports, nic_profile, pod_spines, pod_leaves = [], {}, {}, [], []
     reach: dict[int, list[int]] = {}  # spine -> the core switches it is cabled to
-    down: dict[tuple[int, int], list[int]] = {}  # (core switch, pod) -> the pod's spines cabled to it
     for p in range(pods):
         pod = _add_leaf_spine(
             b, prefix=f"pod{p}.", first_host=p * per_pod, first_gpu=p * per_pod * gpus_per_host,
@@ -75,7 +76,6 @@ def clos3(*, pods: int, leaves_per_pod: int, spines_per_pod: int, hosts_per_leaf
         for j, spine in enumerate(pod.spines):
             reach[spine] = core_nodes[j * plane:(j + 1) * plane] if core_wiring == "planes" else core_nodes
             for core in reach[spine]:
-                down.setdefault((core, p), []).append(spine)
                 for _ in range(core_cables):
                     b.duplex(spine, core, core_bandwidth_Bps, core_latency_s, "core_up", "core_down")
         hosts += pod.hosts
@@ -91,32 +91,47 @@ def clos3(*, pods: int, leaves_per_pod: int, spines_per_pod: int, hosts_per_leaf
     pod_of = {s: p for p, row in enumerate(pod_leaves) for s in row} | {s: p for p, row in enumerate(pod_spines)
                                                                       for s in row}
     spine_index = {s: j for row in pod_spines for j, s in enumerate(row)}
+    leaf_index = {s: i for row in pod_leaves for i, s in enumerate(row)}
     cables = {(u, v): data["links"] for u, v, data in graph.edges(data=True) if data["links"]}
+    # The cables of each hop as tables (the last axis: parallel cables): leaf i -> spine j of pod p,
+    # spine j -> leaf i, spine j -> core k (-1: not cabled), core k -> spine j of pod p; and the
+    # (spine j, core k, spine j2) triples of the paths across the core (j reaches k, k reaches j2).
+    up = np.array([[[cables[leaf, s] for s in spines] for leaf in leaves]
+                   for leaves, spines in zip(pod_leaves, pod_spines)], dtype=np.int64)
+    dn = np.array([[[cables[s, leaf] for leaf in leaves] for s in spines]
+                   for leaves, spines in zip(pod_leaves, pod_spines)], dtype=np.int64)
+    no_cable = [-1] * core_cables
+    core_up = np.array([[[cables.get((s, k), no_cable) for k in core_nodes] for s in spines] for spines in pod_spines],
+                       dtype=np.int64)
+    core_dn = np.array([[[cables.get((k, s), no_cable) for s in spines] for spines in pod_spines] for k in core_nodes],
+                       dtype=np.int64)
+    reaches = np.array([[k in reach[s] for k in core_nodes] for s in pod_spines[0]])
+    triples = np.argwhere(reaches[:, :, None] & reaches.T[None, :, :])
 
-    def hop(u: int, v: int) -> list[int]:
-        return cables[u, v]
-
-    def switch_paths(a: int, z: int) -> list[tuple[int, ...]]:
-        """Fewest-hop switch paths between two leaves (or spines) in closed form."""
+    def switch_paths(a: int, z: int) -> np.ndarray:
+        """Fewest-hop switch paths between two leaves (or spines) in closed form, one a row (in no
+        particular order: Topology sorts them)."""
         pa, pz = pod_of.get(a), pod_of.get(z)
         if pa is None or pz is None:
             raise ConfigError(f"no closed-form path between switches {a} and {z} of a three-tier Clos", "topology")
-        a_leaf, z_leaf = a not in spine_index, z not in spine_index
-        out: list[tuple[int, ...]] = []
-        if pa == pz and a_leaf and z_leaf:
-            for s in pod_spines[pa]:
-                out += itertools.product(hop(a, s), hop(s, z))
-            return out
-        if pa == pz:  # a spine and a leaf of one pod, or two spines (through the core)
-            if not a_leaf and not z_leaf:
-                return [(u, d) for k in reach[a] if (k, z) in cables for u in hop(a, k) for d in hop(k, z)]
-            return [(lk,) for lk in hop(a, z)]
-        for s in pod_spines[pa] if a_leaf else [a]:
-            for k in reach[s]:
-                for t in down.get((k, pz), []) if z_leaf else ([z] if (k, z) in cables else []):
-                    hops = [*([hop(a, s)] if a_leaf else []), hop(s, k), hop(k, t), *([hop(t, z)] if z_leaf else [])]
-                    out += itertools.product(*hops)
-        return out
+        ja, jz = spine_index.get(a), spine_index.get(z)
+        if pa == pz and (ja is None) != (jz is None):  # a spine and a leaf of one pod
+            return np.array(cables[a, z], dtype=np.int64).reshape(-1, 1)
+        if pa == pz and ja is None and jz is None:
+            return _product([up[pa, leaf_index[a]], dn[pa, :, leaf_index[z]]])
+        # across the core (or two spines of one pod, through it)
+        keep = np.ones(len(triples), dtype=bool)
+        if ja is not None:
+            keep &= triples[:, 0] == ja
+        if jz is not None:
+            keep &= triples[:, 2] == jz
+        j, k, j2 = triples[keep].T
+        hops = [core_up[pa, j, k], core_dn[k, pz, j2]]
+        if ja is None:
+            hops.insert(0, up[pa, leaf_index[a], j])
+        if jz is None:
+            hops.append(dn[pz, j2, leaf_index[z]])
+        return _product(hops)
 
     pod_down_Bps = per_pod * nics_per_host * nic.ports * nic.port_capacity_Bps
     spine_down_Bps = leaves_per_pod * uplinks_per_spine * uplink_bandwidth_Bps
@@ -139,3 +154,16 @@ def clos3(*, pods: int, leaves_per_pod: int, spines_per_pod: int, hosts_per_leaf
                     intra_overhead_s, params, switch_path_fn=switch_paths)
     topo.pod_of = pod_of
     return topo
+
+
+def _product(hops: list[np.ndarray]) -> np.ndarray:
+    """Per row ``r`` of the ``(n, cables)`` tables ``hops``, every choice of one cable per hop: the
+    paths ``itertools.product(*(h[r] for h in hops))``, one a row, for every ``r`` in turn."""
+    n = len(hops[0])
+    shape = (n, *(h.shape[1] for h in hops))
+    columns = []
+    for axis, h in enumerate(hops):
+        view = [n] + [1] * len(hops)
+        view[axis + 1] = h.shape[1]
+        columns.append(np.broadcast_to(h.reshape(view), shape).reshape(-1))
+    return np.stack(columns, axis=1)

@@ -22,6 +22,10 @@ from netsim.errors import NetsimError
 from netsim.topology.nic import same_fabric
 
 _INT = np.int64
+#: perf: the slowest path of a pair with more paths than this is found from its parts' latencies
+#: (one (U, D) pair at a time), not by listing every path's links (7,168 between two pods of a
+#: Meta-like three-tier Clos).
+LISTED_PATHS = 128
 
 
 def ragged_arange(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -36,6 +40,18 @@ def ragged_arange(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     owner = np.repeat(np.arange(len(lengths), dtype=_INT), lengths)
     starts = np.cumsum(lengths) - lengths
     return owner, np.arange(total, dtype=_INT) - starts[owner]
+
+
+def sorted_rows(rows: np.ndarray) -> np.ndarray:
+    """The rows of a 2-D integer array in lexicographic order (as ``sorted`` orders tuples).
+
+    >>> sorted_rows(np.array([[2, 0], [1, 5], [1, 3]])).tolist()
+    [[1, 3], [1, 5], [2, 0]]
+    """
+    rows = np.asarray(rows, dtype=_INT)
+    if len(rows) < 2 or not rows.shape[1]:
+        return rows
+    return rows[np.lexsort(rows.T[::-1])]
 
 
 def _fill(out: np.ndarray, dest: np.ndarray, src: np.ndarray, length: np.ndarray, pool: np.ndarray,
@@ -105,10 +121,12 @@ class PathIndex:
         # Templates (host-local path lists) and classes (fabric path structures), grown on demand.
         self._templates: dict[int, int] = {}
         self._t_paths: list[list[tuple[int, ...]]] = [[()]]  # template 0: the empty path alone
+        # A class is its entries' source ports, destination ports and switch paths (one a row), until
+        # flattened; class 0 is the trivial one (no port, no switch).
         self._classes: dict[int, int] = {}
-        self._c_entries: list[list[tuple[int, int, tuple[int, ...]]]] = [[(-1, -1, ())]]  # class 0: trivial
-        self._c_switches: list[list[tuple[int, ...]]] = [[()]]
-        self._dst: list[int] | None = None
+        self._c_new: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [
+            (np.array([-1], dtype=_INT), np.array([-1], dtype=_INT), np.zeros((1, 0), dtype=_INT))]
+        self._c_rep: list[int] = [-1]  # the source NIC each class was built from
         self._dirty = True
 
     def _nic_tables(self) -> None:
@@ -194,28 +212,45 @@ class PathIndex:
         return ids[inverse]
 
     def _new_class(self, nic_s: int, nic_d: int) -> int:
-        """Build the class of NICs like ``nic_s`` -> ``nic_d``, exactly as Topology.paths orders them."""
+        """Build the class of NICs like ``nic_s`` -> ``nic_d``, exactly as Topology.paths orders them.
+
+        perf: as arrays (a class between two pods of a Meta-like three-tier Clos has 7,168 entries).
+        """
         t = self.topology
         ports_s, ports_d = t.nic_ports[nic_s], t.nic_ports[nic_d]
-        rank_up, rank_down = _ranks([up for up, _, _ in ports_s]), _ranks([down for _, _, down in ports_d])
-        candidates = [((rank_up[p], *mid, rank_down[q]), p, q, mid)
-                      for p, (_up, sw_a, _) in enumerate(ports_s)
-                      for q, (_, sw_b, _down) in enumerate(ports_d) for mid in t.switch_paths(sw_a, sw_b)]
-        if not candidates:
+        rank_up = np.array(_ranks([up for up, _, _ in ports_s]), dtype=_INT)
+        rank_down = np.array(_ranks([down for _, _, down in ports_d]), dtype=_INT)
+        parts = [(p, q, t.switch_path_array(sw_a, sw_b)) for p, (_up, sw_a, _) in enumerate(ports_s)
+                 for q, (_, sw_b, _down) in enumerate(ports_d)]
+        parts = [(p, q, mids) for p, q, mids in parts if len(mids)]
+        if not parts:
             return -1
-        shortest = min(len(c[0]) for c in candidates)
-        entries = sorted((c for c in candidates if len(c[0]) == shortest), key=lambda c: c[0])
-        if self._dst is None:
-            self._dst = t.links.dst.tolist()
-        dst = self._dst
-        self._c_entries.append([(p, q, mid) for _key, p, q, mid in entries])
-        self._c_switches.append([(ports_s[p][1], *(dst[lk] for lk in mid)) for _key, p, _q, mid in entries])
+        hops = min(mids.shape[1] for _p, _q, mids in parts)  # Topology.paths keeps the shortest
+        parts = [(p, q, mids) for p, q, mids in parts if mids.shape[1] == hops]
+        p = np.concatenate([np.full(len(mids), p, dtype=_INT) for p, _q, mids in parts])
+        q = np.concatenate([np.full(len(mids), q, dtype=_INT) for _p, q, mids in parts])
+        mids = np.concatenate([mids for _p, _q, mids in parts])
+        # CORRECTNESS: Topology.paths sorts the tuples (up, *switch path, down); the ports' ranks
+        # order their links, and no two entries have the same key, so this is that order (one port
+        # pair: the order of its switch paths, already sorted).
+        if len(parts) > 1:
+            order = np.lexsort((rank_down[q], *mids.T[::-1], rank_up[p]))
+            p, q, mids = p[order], q[order], mids[order]
+        self._c_new.append((p, q, mids))
+        self._c_rep.append(nic_s)
         self._dirty = True
-        return len(self._c_entries) - 1
+        return len(self._c_rep) - 1
 
     def class_switches(self, cls: int) -> list[tuple[int, ...]]:
         """The switch nodes each entry of class ``cls`` crosses, in entry order."""
-        return self._c_switches[cls]
+        if cls == 0:
+            return [()]
+        self._arrays()
+        e = self.c_first[cls] + np.arange(self.c_count[cls], dtype=_INT)
+        hops = int(self.e_len[e[0]])
+        nodes = self.topology.links.dst[self.e_links[self.e_start[e][:, None] + np.arange(hops, dtype=_INT)]]
+        first = [sw for _up, sw, _down in self.topology.nic_ports[self._c_rep[cls]]]
+        return [(first[p], *row) for p, row in zip(self.e_p[e].tolist(), nodes.tolist())]
 
     #: The flat arrays of the templates and classes (see :meth:`_arrays`).
     _FLAT = ("t_count", "t_first", "tp_len", "tp_start", "tp_links", "tm_len", "tm_start", "tm_link", "tm_count",
@@ -232,15 +267,15 @@ class PathIndex:
         if not self._dirty:
             return
         if not hasattr(self, "_t_done"):
-            self._t_done = self._c_done = 0
+            self._t_done = 0
             self._bufs = {name: np.zeros(16, dtype=_INT) for name in self._FLAT}
             self._used = dict.fromkeys(self._FLAT, 0)
             for name in self._FLAT:
                 setattr(self, name, self._bufs[name][:0])
         self._extend_templates(self._t_paths[self._t_done:])
         self._t_done = len(self._t_paths)
-        self._extend_classes(self._c_entries[self._c_done:])
-        self._c_done = len(self._c_entries)
+        self._extend_classes(self._c_new)
+        self._c_new = []
         self._dirty = False
 
     def _append(self, name: str, values) -> None:
@@ -274,32 +309,29 @@ class PathIndex:
         self._append("tm_link", [lk for m in merged for lk in m])
         self._append("tm_count", [c for m in merged for c in m.values()])
 
-    def _extend_classes(self, lists: list[list[tuple[int, int, tuple[int, ...]]]]) -> None:
-        if not lists:
+    def _extend_classes(self, classes: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        if not classes:
             return
-        entries = [e for lst in lists for e in lst]
-        self._append_lengths("c_first", "c_count", np.array([len(lst) for lst in lists], dtype=_INT))
-        self._append("e_p", [p for p, _q, _m in entries])
-        self._append("e_q", [q for _p, q, _m in entries])
-        self._append_lengths("e_start", "e_len", np.array([len(m) for _p, _q, m in entries], dtype=_INT))
-        self._append("e_links", [lk for _p, _q, m in entries for lk in m])
-        # Per class, how many entries use each port and each switch link: (kind, value, count) with
-        # kind 0 = source port, 1 = link, 2 = destination port.
-        cmerged = []
-        for lst in lists:
-            c: Counter = Counter()
-            for p, q, mid in lst:
-                if p >= 0:
-                    c[(0, p)] += 1
-                if q >= 0:
-                    c[(2, q)] += 1
-                for lk in mid:
-                    c[(1, lk)] += 1
-            cmerged.append(dict(sorted(c.items(), key=lambda kv: (kv[0][0] != 1, kv[0]))))
-        self._append_lengths("cm_start", "cm_len", np.array([len(c) for c in cmerged], dtype=_INT))
-        self._append("cm_kind", [k for c in cmerged for k, _v in c])
-        self._append("cm_value", [v for c in cmerged for _k, v in c])
-        self._append("cm_count", [n for c in cmerged for n in c.values()])
+        self._append_lengths("c_first", "c_count", np.array([len(p) for p, _q, _m in classes], dtype=_INT))
+        self._append("e_p", np.concatenate([p for p, _q, _m in classes]))
+        self._append("e_q", np.concatenate([q for _p, q, _m in classes]))
+        self._append_lengths("e_start", "e_len", np.concatenate([np.full(len(m), m.shape[1], dtype=_INT)
+                                                                 for _p, _q, m in classes]))
+        self._append("e_links", np.concatenate([m.reshape(-1) for _p, _q, m in classes]))
+        # Per class, how many entries use each port and each switch link, as (kind, value, count):
+        # the links (kind 1) ascending, then the source ports (kind 0), then the destination ports (2).
+        kinds, values, counts = [], [], []
+        for p, q, mids in classes:
+            for kind, used in ((1, mids.reshape(-1)), (0, p[p >= 0]), (2, q[q >= 0])):
+                value, count = np.unique(used, return_counts=True)
+                kinds.append(np.full(len(value), kind, dtype=_INT))
+                values.append(value)
+                counts.append(count)
+        self._append_lengths("cm_start", "cm_len", np.array([sum(len(v) for v in values[i:i + 3])
+                                                             for i in range(0, len(values), 3)], dtype=_INT))
+        self._append("cm_kind", np.concatenate(kinds))
+        self._append("cm_value", np.concatenate(values))
+        self._append("cm_count", np.concatenate(counts))
 
     # ------------------------------------------------------------------ batches
     def nics(self, src: np.ndarray, dst: np.ndarray, tcp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -567,7 +599,38 @@ class PathSets:
             _, first, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_index=True,
                                           return_inverse=True)
         reps = self.take(first)
-        _row, ptr, links = reps.all_links()
-        lat = self.latency_s(ptr, links)
-        starts = np.cumsum(reps.n) - reps.n
-        return np.maximum.reduceat(lat, starts)[inverse.reshape(-1)] if len(lat) else np.zeros(len(self))
+        out = np.zeros(len(reps))
+        listed = np.flatnonzero(reps.n <= LISTED_PATHS)
+        if len(listed):
+            few = reps.take(listed)
+            _row, ptr, links = few.all_links()
+            lat = self.latency_s(ptr, links)
+            out[listed] = np.maximum.reduceat(lat, np.cumsum(few.n) - few.n)
+        for i in np.flatnonzero(reps.n > LISTED_PATHS).tolist():
+            out[i] = reps._max_latency_of_row(i)
+        return out[inverse.reshape(-1)]
+
+    def _max_latency_of_row(self, i: int) -> float:
+        """:meth:`max_latency_s` of row ``i`` from the latencies of its parts, without listing its links.
+
+        CORRECTNESS: the entries of a class have one length (the fewest hops), so each (U path, D
+        path) pair gives a C-contiguous matrix of link latencies, one path a row, summed by row as
+        :func:`path_sums` sums them.
+        """
+        ix, lat = self.index, self.index.latency
+        e = ix.c_first[self.cls[i]] + np.arange(ix.c_count[self.cls[i]], dtype=_INT)
+        middle = [lat[ix.e_links[ix.e_start[e][:, None] + np.arange(ix.e_len[e[0]], dtype=_INT)]]]
+        if ix.e_p[e[0]] >= 0:  # (a remote class: every entry has both ports)
+            middle = [lat[ix.port_up[self.nic_s[i], ix.e_p[e]]][:, None], *middle,
+                      lat[ix.port_down[self.nic_d[i], ix.e_q[e]]][:, None]]
+        best = -np.inf
+        for a in range(int(self.n_u[i])):
+            pu = ix.t_first[self.u[i]] + a
+            before = lat[ix.tp_links[ix.tp_start[pu]:ix.tp_start[pu] + ix.tp_len[pu]] + self.base_s[i]]
+            for b in range(int(self.n_d[i])):
+                pd_ = ix.t_first[self.d[i]] + b
+                after = lat[ix.tp_links[ix.tp_start[pd_]:ix.tp_start[pd_] + ix.tp_len[pd_]] + self.base_d[i]]
+                rows = np.concatenate([np.broadcast_to(before, (len(e), len(before))), *middle,
+                                       np.broadcast_to(after, (len(e), len(after)))], axis=1)
+                best = max(best, float(rows.sum(axis=1).max()) if rows.shape[1] else 0.0)
+        return best

@@ -15,7 +15,7 @@ import numpy as np
 from netsim.errors import NetsimError
 from netsim.topology.nic import NicProfile, same_fabric
 from netsim.topology.node import NodeModel
-from netsim.topology.pathsets import PathIndex, PathSets, path_sums
+from netsim.topology.pathsets import PathIndex, PathSets, path_sums, sorted_rows
 
 #: Link kinds, stored as small integer codes in :attr:`LinkTable.kind`.
 LINK_KINDS = ("intra", "nic_up", "nic_down", "up", "down", "pcie", "local", "global", "core_up", "core_down")
@@ -123,8 +123,9 @@ class Topology:
     params:
         Builder parameters and derived figures (oversubscription ...), for reports and manifests.
     switch_path_fn:
-        Optional structure-aware enumeration of fewest-hop switch paths (dragonfly); the default
-        searches the switch graph.
+        Optional structure-aware enumeration of fewest-hop switch paths (dragonfly: a list of link
+        tuples; clos3: a 2-D integer array, one path a row), in any order; the default searches the
+        switch graph.
     tcp_nic:
         Per host, the local index of its front-end Ethernet NIC, if it has one. Transport rule: GPUs
         whose NICs cannot form an RDMA connection (different families, see
@@ -134,7 +135,8 @@ class Topology:
     def __init__(self, name: str, graph: nx.DiGraph, links: LinkTable,
                  hosts: list[tuple[NodeModel, int, int, list[int]]], nic_ports: dict[int, list[tuple[int, int, int]]],
                  nic_profile: dict[int, NicProfile], intra_overhead_s: float, params: dict,
-                 switch_path_fn: Callable[[int, int], list[Path]] | None = None, tcp_nic: dict[int, int] | None = None):
+                 switch_path_fn: Callable[[int, int], list[Path] | np.ndarray] | None = None,
+                 tcp_nic: dict[int, int] | None = None):
         self.name = name
         self._switch_path_fn = switch_path_fn
         self.graph = graph
@@ -191,7 +193,8 @@ class Topology:
         if a == b:
             paths: list[Path] = [()]
         elif self._switch_path_fn is not None:
-            paths = sorted(self._switch_path_fn(a, b))
+            got = self._switch_path_fn(a, b)
+            paths = list(map(tuple, sorted_rows(got).tolist())) if isinstance(got, np.ndarray) else sorted(got)
         else:
             paths = []
             g = self._switch_graph
@@ -201,6 +204,22 @@ class Topology:
             paths.sort()
         self._switch_paths[key] = paths
         return paths
+
+    def switch_path_array(self, a: int, b: int) -> np.ndarray:
+        """:meth:`switch_paths` as a 2-D array, one path a row, in the same order.
+
+        perf: a builder that gives its paths as an array (clos3: 7,168 paths between leaves of two
+        pods of a Meta-like fabric) is asked again, never cached nor turned into tuples.
+        """
+        if a == b:
+            return np.zeros((1, 0), dtype=np.int64)
+        if (a, b) not in self._switch_paths and self._switch_path_fn is not None:
+            got = self._switch_path_fn(a, b)
+            if isinstance(got, np.ndarray):
+                return sorted_rows(got)
+            self._switch_paths[a, b] = sorted(got)
+        paths = self.switch_paths(a, b)
+        return np.array(paths, dtype=np.int64).reshape(len(paths), len(paths[0]) if paths else 0)
 
     def _shortest_node_paths(self, a: int, b: int) -> list[list[int]]:
         """Every fewest-hop node path from switch ``a`` to switch ``b`` (in no particular order: callers sort).
