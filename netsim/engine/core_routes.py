@@ -49,10 +49,15 @@ def _grown(a: np.ndarray, n: int, axis: int = -1, fill=0) -> np.ndarray:
     new = max(n, 2 * size, 16)
     shape = list(a.shape)
     shape[axis] = new
-    out = np.full(shape, fill, dtype=a.dtype)
+    # perf: zeros come from calloc (pages the kernel zeroes when first touched); otherwise only the new
+    # part is filled (an 18.9 M-task schedule grew its task arrays in 3 CPU-s with np.full)
+    out = np.zeros(shape, dtype=a.dtype) if fill == 0 else np.empty(shape, dtype=a.dtype)
     index = [slice(None)] * a.ndim
     index[axis] = slice(0, size)
     out[tuple(index)] = a
+    if fill != 0:
+        index[axis] = slice(size, new)
+        out[tuple(index)] = fill
     return out
 
 
