@@ -262,5 +262,5 @@ def test_the_evaluation_is_the_same_in_another_process(tmp_path):
             for hash_seed in ("1", "2")}
     for hash_seed, proc in runs.items():
         assert proc.wait(timeout=600) == 0, f"netsim run with PYTHONHASHSEED={hash_seed} failed"
-    tables = [pd.read_parquet(tmp_path / f"out{hash_seed}" / "detection_trials.parquet") for hash_seed in runs]
+    tables = [pd.read_parquet(tmp_path / f"out{seed}" / "detection_trials.parquet") for seed in runs]
     pd.testing.assert_frame_equal(*tables)
