@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from netsim.config import ExperimentSpec
 from netsim.engine import Environment, Fabric
+from netsim.engine.model import ScheduleBuilder
 from netsim.errors import ConfigError
 from netsim.experiment import run_experiment
 from netsim.routing import Connection, make_routing
@@ -128,7 +129,10 @@ def hot_spot_ratios(policy: str, ways: int = 0, seeds: int = HOT_SEEDS) -> np.nd
         env = Environment()
         routing = make_routing(policy, topo, np.random.default_rng(seed), {"ways": ways} if ways else None)
         fab = Fabric(env, topo, routing, track_congestion=False, record_flows=False)
-        env.run(env.all_of([fab.send(i, n + i, GB, Connection(i, n + i)) for i in range(n)]))
+        # perf: the n flows as one schedule, routed in one batch (the same routes as n sends, 5x faster)
+        b = ScheduleBuilder()
+        b.send(b.connect(np.arange(n), n + np.arange(n)), GB)
+        env.run(fab.submit(b.build()).done)
         out.append(env.now / ideal_s)
     return np.array(out)
 
@@ -168,7 +172,9 @@ def bonded_slowdown(policy: str, q: int, seed: int = 0) -> float:
     topo, f = bonded_fabric(), 1e8
     env = Environment()
     fab = Fabric(env, topo, make_routing(policy, topo, np.random.default_rng(seed)), record_flows=False)
-    env.run(env.all_of([fab.send(0, 16 + i, f, Connection(0, 16 + i)) for i in range(q)]))
+    b = ScheduleBuilder()  # perf: the q messages as one schedule (the same routes as q sends, fewer calls)
+    b.send(b.connect(0, 16 + np.arange(q)), f)
+    env.run(fab.submit(b.build()).done)
     return env.now / (q * f / (2 * BONDED.port_capacity_Bps))
 
 
