@@ -127,15 +127,12 @@ class CoreRoutes:
         store = self.store
         mark = store.mark()
         routes = self._stored(ids, table)
-        used = False
-        for c, r in zip(ids.tolist(), routes.tolist()):
-            old = int(self.ci[CI_ROUTE, c])
-            if old >= 0 and store.same(old, r):
-                r = old
-            else:
-                used = True
+        kept = store.same_many(self.ci[CI_ROUTE, ids], routes)
+        self.ci[CI_STAMP, ids] = self.iv[IV_FLUSH_ID]  # (all _set_route does for one that keeps its route)
+        changed = np.flatnonzero(~kept)
+        for c, r in zip(ids[changed].tolist(), routes[changed].tolist()):
             self._set_route(c, r)
-        if not used:
+        if not len(changed):
             store.rollback(mark)
         self._ensure_capacity()
 

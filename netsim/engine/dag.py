@@ -904,6 +904,33 @@ def _schedule(s, now, kind, conn, amount, rate, delay, same, busy, ah, nah, seq)
     return ah
 
 
+@njit(**NO_REFCOUNT)
+def same_routes(ri, pi, pf, ll, lw, old, new, out):
+    """``out[i]``: whether route ``old[i]`` (-1: none) has the pieces of route ``new[i]`` (links, weights,
+    fractions, delays; see :mod:`netsim.engine.routestore`)."""
+    for i in range(old.shape[0]):
+        r, s = old[i], new[i]
+        out[i] = r == s
+        if r < 0 or r == s or ri[RI_NP, r] != ri[RI_NP, s] or ri[RI_PATHS, r] != ri[RI_PATHS, s]:
+            continue
+        n = ri[RI_NP, r] + (1 if ri[RI_NP, r] > 1 else 0)
+        same = True
+        for k in range(n):
+            p, q = ri[RI_P0, r] + k, ri[RI_P0, s] + k
+            nl = pi[PI_NL, p]
+            if nl != pi[PI_NL, q] or pf[PF_FRAC, p] != pf[PF_FRAC, q] or pf[PF_DELAY, p] != pf[PF_DELAY, q]:
+                same = False
+                break
+            lp, lq = pi[PI_L0, p], pi[PI_L0, q]
+            for j in range(nl):
+                if ll[lp + j] != ll[lq + j] or lw[lp + j] != lw[lq + j]:
+                    same = False
+                    break
+            if not same:
+                break
+        out[i] = same
+
+
 @njit(cache=True, nogil=True)
 def replay_kernel(kind, conn, amount, left, succ_ptr, succ_idx, rate, delay, same):
     """Each task's end under :class:`~netsim.engine.ideal.IdealFabric` (see :func:`netsim.engine.ideal.replay`), and the last one."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from netsim.engine import dag
 from netsim.engine.dag import N_RI, PF_DELAY, PF_FRAC, PI_L0, PI_NL, RI_E0, RI_NE, RI_NP, RI_P0, RI_PATHS
 from netsim.engine.model import RouteTable
 from netsim.topology.pathsets import ragged_arange
@@ -73,22 +74,14 @@ class RouteStore:
 
     def same(self, r: int, s: int) -> bool:
         """Whether routes ``r`` and ``s`` have the same pieces (links, weights, fractions, delays)."""
-        if r == s:
-            return True
-        a, b = self.ri[:, r], self.ri[:, s]
-        if a[RI_NP] != b[RI_NP] or a[RI_PATHS] != b[RI_PATHS]:
-            return False
-        n = int(a[RI_NP]) + (1 if a[RI_NP] > 1 else 0)
-        for k in range(n):
-            p, q = int(a[RI_P0]) + k, int(b[RI_P0]) + k
-            if self.pi[PI_NL, p] != self.pi[PI_NL, q] or not np.array_equal(self.pf[:, p], self.pf[:, q]):
-                return False
-            lp, lq = int(self.pi[PI_L0, p]), int(self.pi[PI_L0, q])
-            nl = int(self.pi[PI_NL, p])
-            if not (np.array_equal(self.ll[lp:lp + nl], self.ll[lq:lq + nl])
-                    and np.array_equal(self.lw[lp:lp + nl], self.lw[lq:lq + nl])):
-                return False
-        return True
+        return bool(self.same_many(np.array([r], _INT), np.array([s], _INT))[0])
+
+    def same_many(self, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+        """Per pair, whether route ``old[i]`` (-1: none) has the same pieces as route ``new[i]``."""
+        out = np.zeros(len(old), dtype=np.bool_)
+        dag.same_routes(self.ri, self.pi, self.pf, self.ll, self.lw, np.asarray(old, _INT), np.asarray(new, _INT),
+                        out)
+        return out
 
     def mark(self) -> tuple[int, int, int, int]:
         """The store's size now (for :meth:`rollback`)."""
