@@ -317,11 +317,14 @@ def write_results(results: list[RunResult], out_dir: str | Path, manifest_extra:
         raise
 
 
-def read_table(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
-    """One Parquet table of a results directory; NetsimError naming the file when it is missing or damaged."""
+def read_table(path: str | Path, columns: list[str] | None = None,
+               categories: list[str] | None = None) -> pd.DataFrame:
+    """One Parquet table of a results directory (only ``columns``, when given; ``categories``: string
+    columns read as categoricals, cheap for a repeated value); NetsimError naming the file when it is
+    missing or damaged."""
     path = Path(path)
     try:
-        return pd.read_parquet(path, columns=columns)
+        return pd.read_parquet(path, columns=columns, **({"read_dictionary": categories} if categories else {}))
     except FileNotFoundError:
         raise NetsimError(f"{path} is missing: the results directory is incomplete") from None
     except (OSError, ValueError, pa.ArrowException) as exc:  # ArrowInvalid is a ValueError; IO errors OSErrors
@@ -331,11 +334,13 @@ def read_table(path: str | Path, columns: list[str] | None = None) -> pd.DataFra
                           "damaged runs)") from None
 
 
-def read_results(out_dir: str | Path) -> dict[str, pd.DataFrame]:
+def read_results(out_dir: str | Path, tables: tuple[str, ...] | None = None) -> dict[str, pd.DataFrame]:
     """Load a results directory's tables (``runs``, ``collectives``, ``flows``, ``links``, ``jobs``,
-    ``iterations``, ``link_series``; the last three are absent from older directories).
+    ``iterations``, ``link_series``; the last three are absent from older directories), or only those
+    named in ``tables`` (perf: flows.parquet may hold millions of rows).
 
     Raises NetsimError naming a table that is missing or cannot be read."""
     out_dir = Path(out_dir)
     return {name.removesuffix(".parquet"): read_table(out_dir / name) for name in RESULT_FILES
-            if name not in OPTIONAL_FILES or (out_dir / name).exists()}
+            if (tables is None or name.removesuffix(".parquet") in tables)
+            and (name not in OPTIONAL_FILES or (out_dir / name).exists())}
