@@ -206,7 +206,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
         from netsim.report import write_report
 
         def finish(staging: Path) -> None:
-            write_report(staging)
+            write_report(staging, topologies={result.run_id: result.topology})  # perf: not built again
     try:
         target = write_results([result], target, force=force, finish=finish)
     except NetsimError as exc:

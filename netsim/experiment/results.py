@@ -232,9 +232,9 @@ def result_tables(result: RunResult) -> dict[str, pd.DataFrame]:
 
 def _tables(result: RunResult) -> dict[str, pd.DataFrame | pa.Table]:
     """:func:`result_tables`, flows as an Arrow table (perf: the large one never becomes a DataFrame)."""
-    tables = {"runs": runs_frame([result]), "collectives": collectives_frame(result), "flows": flows_table(result),
-              "links": links_frame(result), "jobs": jobs_frame(result), "iterations": iterations_frame(result),
-              "link_series": link_series_frame(result)}
+    tables = {"runs": runs_frame([result]), "collectives": collectives_frame(result),
+              "flows": flows_table(result), "links": links_frame(result), "jobs": jobs_frame(result),
+              "iterations": iterations_frame(result), "link_series": link_series_frame(result)}
     for name in EXTRA_TABLES:  # a trace-driven cluster run (netsim.cluster.sim), per-fault costs
         if name in result.extra:
             tables[name] = result.extra[name]
@@ -324,7 +324,8 @@ def read_table(path: str | Path, columns: list[str] | None = None,
     missing or damaged."""
     path = Path(path)
     try:
-        return pd.read_parquet(path, columns=columns, **({"read_dictionary": categories} if categories else {}))
+        dictionary = {"read_dictionary": categories} if categories else {}
+        return pd.read_parquet(path, columns=columns, **dictionary)
     except FileNotFoundError:
         raise NetsimError(f"{path} is missing: the results directory is incomplete") from None
     except (OSError, ValueError, pa.ArrowException) as exc:  # ArrowInvalid is a ValueError; IO errors OSErrors
