@@ -138,6 +138,10 @@ def flows_table(result: RunResult) -> pa.Table:
     """
     cols = result.fabric.flow_columns()
     n = len(cols["flow_id"])
+    if not n:  # the schema of an empty frame: its connection column holds no strings, so it has no type
+        df = pd.DataFrame({k: _widened(cols[k]) for k in FLOW_COLUMNS[1:]}, columns=FLOW_COLUMNS[1:])
+        df.insert(0, "run_id", result.run_id)
+        return pa.Table.from_pandas(df, preserve_index=False)
     run_id = pc.take(pa.array([result.run_id], pa.large_string()), pa.array(np.zeros(n, np.int32)))
     arrays = [run_id, *(pa.array(_widened(cols[k]), FLOW_SCHEMA.field(k).type, from_pandas=True)
                         for k in FLOW_COLUMNS[1:])]
@@ -280,11 +284,11 @@ def write_tables(results: list[RunResult], directory: Path) -> None:
     for name in dict.fromkeys(n for t in tables for n in t):
         parts = [t[name] for t in tables if name in t]
         path = directory / f"{name}.parquet"
-        if isinstance(parts[0], pa.Table):  # perf: what DataFrame.to_parquet would write, without pandas
-            table = pa.concat_tables(parts)
-            check_finite(name, table)
-            pq.write_table(table, path)
+        if len(parts) == 1 and isinstance(parts[0], pa.Table):  # perf: what to_parquet writes, without pandas
+            check_finite(name, parts[0])
+            pq.write_table(parts[0], path)
             continue
+        parts = [t.to_pandas() if isinstance(t, pa.Table) else t for t in parts]
         df = parts[0] if len(parts) == 1 else pd.concat(parts)  # perf: one run's table as it is
         check_finite(name, df)
         df.to_parquet(path, index=False)
