@@ -212,7 +212,8 @@ def _fct_figure(flows: pd.DataFrame, label: dict[str, str], points: int = 1000) 
     evenly spaced quantiles of the exact empirical CDF (every message counts; the page stays small).
 
     perf: plotly express's ecdf of a sample of 20,000 messages per variant took 0.36 s per report; the
-    quantiles are order statistics, so a partition around them finds them without sorting every message.
+    variants are found by factorizing the run ids, not by mapping every message's (18.9 M: 8 s). A sort
+    beats ``np.partition`` around the 1,000 quantiles (0.3 against 1.5 s for 18.9 M).
     """
     fct = flows["end_s"].to_numpy() - flows["start_s"].to_numpy()
     run_of, run_ids = pd.factorize(flows["run_id"], use_na_sentinel=True)
@@ -223,8 +224,7 @@ def _fct_figure(flows: pd.DataFrame, label: dict[str, str], points: int = 1000) 
         x = fct[group_of == i]
         n = len(x)
         k = np.unique(np.linspace(0, n - 1, min(n, points)).round().astype(np.int64))
-        fig.add_trace(go.Scatter(x=np.partition(x, k)[k], y=(k + 1) / n, mode="lines", line_shape="hv",
-                                 name=name))
+        fig.add_trace(go.Scatter(x=np.sort(x)[k], y=(k + 1) / n, mode="lines", line_shape="hv", name=name))
     fig.update_layout(title="Message completion time CDF (seeds of a variant pooled)", xaxis_type="log",
                       xaxis_title=LABELS["fct_s"], yaxis_title="fraction of messages")
     return fig
