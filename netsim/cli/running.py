@@ -206,7 +206,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
         from netsim.report import write_report
 
         def finish(staging: Path) -> None:
-            write_report(staging)
+            write_report(staging, topologies={result.run_id: result.topology})  # perf: not built again
     try:
         target = write_results([result], target, force=force, finish=finish)
     except NetsimError as exc:
@@ -215,7 +215,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
         _interrupted("no results were written", exc)
     if quiet:
         return
-    _print_summary(read_results(target), spec.name)
+    _print_summary(read_results(target, SUMMARY_TABLES), spec.name)
     _out().print(f"results: {target}" + (f"  report: {target / 'report.html'}" if report else ""), highlight=False)
 
 
@@ -422,6 +422,10 @@ def _run_label(run) -> str:
     parts = [f"variant {run.variant}"] if run.variant else []
     parts += [f"{k}={v if len(str(v)) <= 60 else shorten(v)}" for k, v in run.params.items()]
     return ", ".join(parts) or "base"
+
+
+#: The tables :func:`_print_summary` reads (not flows or links: they may hold millions of rows).
+SUMMARY_TABLES = ("runs", "collectives", "jobs", "cluster_jobs", "fault_costs", "detection_summary")
 
 
 def _print_summary(tables: dict, name: str) -> None:
