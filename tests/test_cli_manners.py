@@ -245,6 +245,41 @@ def test_ctrl_c_during_a_run_says_so_in_one_line_and_leaves_nothing(tmp_path):
     assert not out.exists()
 
 
+def test_a_ctrl_c_a_ctypes_callback_swallowed_still_stops_the_run(monkeypatch):
+    """llvmlite calls Python through ctypes as numba loads a kernel; a signal handler that raises there
+    is only printed ("Exception ignored"): the run's next step raises it again, and nothing is printed."""
+    import ctypes
+    import signal
+    from netsim import interrupts
+    from netsim.cli import _unraisable
+    from netsim.engine.clock import Environment
+    shown = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: _unraisable(info, shown.append))
+    old = signal.signal(signal.SIGINT, interrupts.received)
+    try:
+        @ctypes.CFUNCTYPE(None)
+        def callback():
+            signal.raise_signal(signal.SIGINT)  # the handler runs at the next bytecode: in here
+            _ = 1
+
+        callback()
+        assert interrupts.PENDING == [signal.SIGINT] and shown == []  # swallowed, quietly
+        env = Environment()
+        env.timeout(1.0)
+        with pytest.raises(KeyboardInterrupt):
+            env.step()
+        assert env.now == 0.0  # before the step, not after
+        interrupts.reported()
+        env.step()  # reported: nothing pending
+        assert env.now == 1.0
+    finally:
+        signal.signal(signal.SIGINT, old)
+        interrupts.reported()
+    # any other exception a callback could not raise is still shown
+    _unraisable(type("Info", (), {"exc_type": ValueError})(), shown.append)
+    assert len(shown) == 1
+
+
 def test_ctrl_c_during_a_sweep_leaves_a_directory_marked_interrupted(tmp_path):
     import json
     out = tmp_path / "res"

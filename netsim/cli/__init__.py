@@ -14,7 +14,9 @@ import sys
 import typer
 
 from netsim.cli import exporting, inspecting, running, traces
-from netsim.cli.app import _RECEIVED, EXIT_CODES, Terminated, app, err, version
+from netsim import interrupts
+from netsim.cli.app import EXIT_CODES, app, err, version
+from netsim.interrupts import Terminated
 from netsim.errors import NetsimError, interruption
 
 #: The commands, in ``--help`` order (a name where it differs from the function's).
@@ -31,23 +33,20 @@ for _command, _name in COMMANDS:
 def main() -> None:
     """Console-script entry point: exit 0 on success, 1 when runs of a sweep failed, 2 for bad input
     (one message, no traceback), 130/143 when interrupted (SIGINT/SIGTERM), 70 for a bug in netsim."""
-    received = _RECEIVED
-    received.clear()
-
-    def stop(signum, frame) -> None:
-        received.append(signum)
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-    signal.signal(signal.SIGTERM, stop)
+    received = interrupts.PENDING
+    interrupts.reported()
+    signal.signal(signal.SIGTERM, interrupts.received)
+    sys.unraisablehook = _unraisable
     # perf: a run builds large object graphs (fabrics, pandas, plotly) that the cyclic collector would
     # otherwise walk again and again: 5-15% of a whole run (perf of `a2a-256-ecmp`: 12% in gc)
     gc.set_threshold(100_000, 50, 100)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGINT, interrupts.received)
     try:
         code = app(standalone_mode=False)
         # typer turns a KeyboardInterrupt no command caught into a silent exit 130: say what happened
-        if received and code == 130:
+        # and a signal whose exception something swallowed (a ctypes callback) after the last check
+        if received and (code == 130 or not code):
             code = _stopped_by(received[-1])
     except KeyboardInterrupt as exc:
         code = _stopped_by(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
@@ -75,6 +74,14 @@ def main() -> None:
         else:  # a bug: a short message, the traceback in a file to report
             code = _crash_report()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _unraisable(info, default=sys.unraisablehook) -> None:
+    """Python's report of an exception it could not raise, quiet for an interruption: a signal
+    handler's KeyboardInterrupt swallowed by a ctypes callback is raised again by
+    :func:`netsim.interrupts.check` (one line then, not a traceback)."""
+    if not (isinstance(info.exc_type, type) and issubclass(info.exc_type, KeyboardInterrupt)):
+        default(info)
 
 
 def _stopped_by(signum: int) -> int:

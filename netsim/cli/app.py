@@ -77,12 +77,6 @@ def _fail(exc: NetsimError) -> None:
     raise typer.Exit(2)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the program is, so that it cleans up as on Ctrl-C."""
-
-
-#: Signals main() received (SIGINT, SIGTERM) that no command has reported yet: process-wide, as signals are.
-_RECEIVED: list[int] = []
 
 
 def _format_metric(metric: str, value: float) -> str:

@@ -8,11 +8,9 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from netsim import units
+from netsim import interrupts, units
 from netsim.cli.app import (
-    _RECEIVED,
     SetOption,
-    Terminated,
     VariantOption,
     _fail,
     _out,
@@ -115,6 +113,7 @@ def _warm_engine(messages: int | None = None) -> None:
     if not kernels_cached():
         with err.status("Compiling the engine's kernels (first run on this machine: about 40 s, cached after)"):
             warm_up()
+        interrupts.check()  # (a Ctrl-C that numba's compiler callbacks swallowed)
 
 
 MaxMemoryOption = Annotated[Optional[str], typer.Option(
@@ -191,6 +190,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")
         from netsim.progress import RunProgress
         with RunProgress(err, estimate.calls, show=err.is_terminal and not quiet) as progress:
             result = run_experiment(spec, on_start=progress.attach)
+        interrupts.check()  # (a signal whose exception was swallowed after the run's last step)
     except ConfigError as exc:
         _fail(locate(exc, experiment))
     except NetsimError as exc:
@@ -412,10 +412,10 @@ def _sweep_left(target: Path) -> str:
 
 def _interrupted(left: str, exc: BaseException | None = None) -> None:
     """Ctrl-C or SIGTERM: one line on what is left, exit 130 (SIGINT) or 143 (SIGTERM)."""
-    _RECEIVED.clear()
-    err.print(f"{'terminated' if isinstance(exc, Terminated) else 'interrupted'}: {left}", highlight=False,
+    interrupts.reported()
+    err.print(f"{'terminated' if isinstance(exc, interrupts.Terminated) else 'interrupted'}: {left}", highlight=False,
               markup=False, soft_wrap=True)
-    raise typer.Exit(143 if isinstance(exc, Terminated) else 130)
+    raise typer.Exit(143 if isinstance(exc, interrupts.Terminated) else 130)
 
 
 def _run_label(run) -> str:

@@ -12,6 +12,8 @@ import math
 import simpy
 from simpy.events import NORMAL
 
+from netsim.interrupts import PENDING, check
+
 #: Priority of a fabric's per-instant flush: after every NORMAL event of the same instant.
 FLUSH_PRIORITY = NORMAL + 1
 #: Completion timers run after every NORMAL event of their instant and before its flush.
@@ -32,7 +34,12 @@ class Environment(simpy.Environment):
         self.extra_events = 0
 
     def step(self) -> None:
-        """Process the next event (counted)."""
+        """Process the next event (counted).
+
+        CORRECTNESS: a Ctrl-C whose exception was swallowed (see :mod:`netsim.interrupts`) is raised
+        again here, so that it stops the run rather than being lost."""
+        if PENDING:
+            check()
         self._steps += 1
         super().step()
 
