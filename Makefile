@@ -22,11 +22,12 @@ $(STAMP): $(PY) pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/netsim run experiments/quickstart.yaml --out results/quickstart --force
 
+# the suite on every core (pytest-xdist), a test file per worker: a file's module fixtures run once
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q -m ''
+	$(PY) -m pytest -q -n auto --dist loadfile -m ''
 
 # All scenarios take ~25 minutes on 2 cores with NETSIM_BENCH_TIMEOUT=420 (seconds per scenario);
 # pick some with: make bench BENCH="ring-256 s3-alltoall-256"

@@ -79,7 +79,11 @@ def cli_on_file(tmp_path, data, command: str):
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection: start the corpus only for tests that will run
 def pytest_collection_modifyitems(config, items):
     """The bad-input corpus (tests/test_badinputs.py) runs in its own process: start it now, beside the
-    rest of the suite, and run its tests last (they only read its outcomes)."""
+    rest of the suite, and run its tests last (they only read its outcomes). Under pytest-xdist every
+    worker collects every test: the one its file goes to starts the corpus (the fixture), beside the
+    other workers."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     corpus = [item for item in items if item.nodeid.startswith("tests/test_badinputs.py::test_case")]
     if not corpus:
         return
