@@ -71,7 +71,7 @@ class ConnectionTable:
     """
 
     def __init__(self) -> None:
-        self._ids: dict[tuple, int] = {}
+        self._ids: dict[tuple, int] | None = {}
         self._cols: list[list[int]] = [[] for _ in _FIELDS]
         self._arrays: dict[str, np.ndarray] | None = None
 
@@ -79,10 +79,10 @@ class ConnectionTable:
         """Ids of the connections given column-wise (scalars broadcast), adding the new ones."""
         cols = np.broadcast_arrays(*(np.atleast_1d(np.asarray(v, dtype=np.int64)) for v in
                                      (src, dst, channel, job, comm, tcp)))
-        if not self._ids and len(cols[0]) > 64:
+        if not len(self) and len(cols[0]) > 64:
             return self._first(np.stack(cols, axis=1))
         out = np.empty(len(cols[0]), dtype=np.int64)
-        ids, store = self._ids, self._cols
+        ids, store = self._index(), self._cols
         for i, key in enumerate(zip(*(c.tolist() for c in cols))):
             got = ids.get(key)
             if got is None:
@@ -93,19 +93,33 @@ class ConnectionTable:
         return out
 
     def _first(self, rows: np.ndarray) -> np.ndarray:
-        """``add`` into an empty table, in numpy: ids in order of first appearance, as the loop gives."""
-        uniq, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")
-        rank = np.empty(len(order), dtype=np.int64)
-        rank[order] = np.arange(len(order))
-        kept = uniq[order]
-        self._cols = [column.tolist() for column in kept.T]
-        self._ids = dict(zip(zip(*self._cols), range(len(kept))))
+        """``add`` into an empty table, in numpy: ids in order of first appearance, as the loop gives.
+
+        perf: rows sorted by one stable ``lexsort`` (``np.unique(axis=0)`` sorts them as opaque records,
+        3x slower), and the id dictionary built only when a later ``add`` needs it (an all-to-all-v
+        call's schedule maps its 4,032 connections once: 3,712 calls in ``moe-deepseek-1024-m16``)."""
+        order = np.lexsort(rows.T[::-1])  # stable: a group's first row in sorted order is its first one
+        ordered = rows[order]
+        new = np.ones(len(rows), dtype=bool)
+        new[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+        first = order[new]                # per distinct row (in sorted order): where it first appears
+        rank = np.empty(len(first), dtype=np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+        ids = np.empty(len(rows), dtype=np.int64)
+        ids[order] = rank[np.cumsum(new) - 1]
+        self._cols = [column.tolist() for column in rows[np.sort(first)].T]
+        self._ids = None
         self._arrays = None
-        return rank[inverse.reshape(-1)]
+        return ids
+
+    def _index(self) -> dict[tuple, int]:
+        """Connection -> id (built on first use after :meth:`_first`)."""
+        if self._ids is None:
+            self._ids = dict(zip(zip(*self._cols), range(len(self._cols[0]))))
+        return self._ids
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._cols[0])
 
     def __getitem__(self, i: int) -> Connection:
         src, dst, channel, job, comm, tcp = (column[i] for column in self._cols)
@@ -113,7 +127,7 @@ class ConnectionTable:
 
     def column(self, name: str) -> np.ndarray:
         """One column as an array (``tcp`` as bool)."""
-        n = len(self._ids)
+        n = len(self)
         if self._arrays is None or self._arrays["_n"] != n:
             self._arrays = self._extended(n)
         return self._arrays[name][:n]
