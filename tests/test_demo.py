@@ -1,7 +1,8 @@
 """The demo (issue 28): `make demo`'s experiment compares the policies on contended work, its numbers make
 sense, the CLI prints the answer, and the dashboard opens with it (checked in a real browser).
 
-The quickstart runs once per module (about 40 s on 2 cores) through the CLI, as `make demo` runs it.
+The quickstart runs once per module (about a minute on 2 cores) through the CLI,
+as `make demo` runs it.
 """
 
 from __future__ import annotations
