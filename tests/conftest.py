@@ -76,22 +76,13 @@ def cli_on_file(tmp_path, data, command: str):
     return result, path, out
 
 
-#: The test files that take longest (a corpus run, the quickstart, subprocess runs), longest first.
-LONGEST_FILES = ("tests/test_badinputs.py", "tests/test_demo.py", "tests/test_cli_manners.py",
-                 "tests/test_sweep_faults.py", "tests/test_report_browser.py", "tests/test_report.py",
-                 "tests/test_cli.py", "tests/test_validation_nccl.py")
-
-
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection: start the corpus only for tests that will run
 def pytest_collection_modifyitems(config, items):
     """The bad-input corpus (tests/test_badinputs.py) runs in its own process: start it now, beside the
     rest of the suite, and run its tests last (they only read its outcomes). Under pytest-xdist every
     worker collects every test: the one its file goes to starts the corpus (the fixture), beside the
-    other workers, and the longest files go first."""
+    other workers."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        # files are handed to the workers in this order: the longest first, so none is left for last
-        first = {name: k for k, name in enumerate(LONGEST_FILES)}
-        items.sort(key=lambda item: first.get(item.nodeid.split("::")[0], len(first)))
         return
     corpus = [item for item in items if item.nodeid.startswith("tests/test_badinputs.py::test_case")]
     if not corpus:
