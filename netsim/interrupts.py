@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import signal
 
-__all__ = ["PENDING", "Terminated", "check", "exception", "received", "reported"]
+__all__ = ["PENDING", "Terminated", "check", "exception", "received", "reported", "signal_of"]
 
 
 class Terminated(KeyboardInterrupt):
@@ -32,6 +32,11 @@ PENDING: list[int] = []
 def exception(signum: int) -> KeyboardInterrupt:
     """The exception a signal raises: :class:`Terminated` for SIGTERM, ``KeyboardInterrupt`` else."""
     return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def signal_of(exc: KeyboardInterrupt) -> int:
+    """The signal behind an interruption: SIGTERM for :class:`Terminated`, SIGINT else."""
+    return signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
 
 
 def received(signum: int, frame=None) -> None:

@@ -16,7 +16,6 @@ import typer
 from netsim.cli import exporting, inspecting, running, traces
 from netsim import interrupts
 from netsim.cli.app import EXIT_CODES, app, err, version
-from netsim.interrupts import Terminated
 from netsim.errors import NetsimError, interruption
 
 #: The commands, in ``--help`` order (a name where it differs from the function's).
@@ -49,7 +48,7 @@ def main() -> None:
         if received and (code == 130 or not code):
             code = _stopped_by(received[-1])
     except KeyboardInterrupt as exc:
-        code = _stopped_by(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+        code = _stopped_by(interrupts.signal_of(exc))
     except NetsimError as exc:  # CORRECTNESS: no traceback for bad input, whatever raised it
         err.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
         code = 2
@@ -65,7 +64,7 @@ def main() -> None:
         code = 2
     except Exception as exc:
         if interruption(exc) is not None:  # Ctrl-C met inside a compiled kernel
-            code = _stopped_by(signal.SIGTERM if isinstance(interruption(exc), Terminated) else signal.SIGINT)
+            code = _stopped_by(interrupts.signal_of(interruption(exc)))
         elif hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):  # usage errors (click's)
             exc.show()
             code = exc.exit_code

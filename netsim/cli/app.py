@@ -77,8 +77,6 @@ def _fail(exc: NetsimError) -> None:
     raise typer.Exit(2)
 
 
-
-
 def _format_metric(metric: str, value: float) -> str:
     from netsim.experiment.metrics import METRICS
     kind = METRICS[metric].kind if metric in METRICS else ""
