@@ -134,7 +134,6 @@ from netsim.config.yamlread import (  # noqa: F401  (the package's names, as bef
     _a,
     _Builder,
     _check_keys,
-    _decode,
     _events,
     _parse_yaml,
     _read_yaml,

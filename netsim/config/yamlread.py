@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +11,7 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.reader import ReaderError
 from yaml.resolver import Resolver
 
+from netsim import inputfile
 from netsim.errors import ConfigError, shorten
 
 #: Largest file netsim reads as YAML (bytes). Experiment, topology and workload files are a few
@@ -33,7 +31,8 @@ _NODES = "(keys, values, mappings and lists)"
 
 
 def read_text(path: str | Path, limit: int = MAX_YAML_BYTES) -> str:
-    """The UTF-8 text of a regular file of at most ``limit`` bytes, a leading byte-order mark dropped.
+    """The UTF-8 text of a regular file of at most ``limit`` bytes, a leading byte-order mark dropped
+    (:func:`netsim.inputfile.read_text`).
 
     Raises ConfigError naming the file when it is missing, a directory (or a device, pipe or
     socket: reading one could block), unreadable, larger than ``limit``, not UTF-8 (the line and
@@ -44,44 +43,7 @@ def read_text(path: str | Path, limit: int = MAX_YAML_BYTES) -> str:
     >>> "name: ring-allreduce" in read_text("experiments/ring-allreduce.yaml")  # doctest: +SKIP
     True
     """
-    where = str(path)
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise ConfigError("file not found", "", where) from None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
-        raise ConfigError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", "", where) from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ConfigError("a directory, not a file", "", where)
-    if not stat.S_ISREG(info.st_mode):
-        raise ConfigError("not a regular file (a device, pipe or socket)", "", where)
-    if info.st_size > limit:
-        raise ConfigError(f"file too large: {info.st_size:,} bytes (limit {limit:,} bytes)", "", where)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(limit + 1)
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", "", where) from None
-    if len(raw) > limit:  # it grew since stat
-        raise ConfigError(f"file too large: more than {limit:,} bytes", "", where)
-    return _decode(raw, where)
-
-
-def _decode(raw: bytes, where: str) -> str:
-    """``raw`` as strict UTF-8 (without a leading BOM), refused with the line of a bad byte or a NUL."""
-    start = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
-    try:
-        text = raw[start:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        at = start + exc.start
-        line = raw.count(b"\n", 0, at) + 1
-        raise ConfigError(f"not UTF-8 text: byte 0x{raw[at]:02x} at line {line} (byte {at + 1:,} of the "
-                          "file); save it as UTF-8", "", where, line) from None
-    nul = text.find("\0")
-    if nul >= 0:
-        line = text.count("\n", 0, nul) + 1
-        raise ConfigError(f"a NUL character at line {line}: binary data, not text", "", where, line)
-    return text
+    return inputfile.read_text(path, limit)
 
 
 def _events(text: str, where: str) -> list[yaml.Event]:
