@@ -489,7 +489,7 @@ def test_a_failed_point_is_recorded_and_the_rest_run(tmp_path, failing_sweep):
     assert runtime.status == "failed" and "16 ranks do not fit on 8 GPUs" in runtime.error
     assert "Traceback (most recent call last)" in runtime.traceback
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["kind"] == "sweep" and manifest["complete"] is True
+    assert manifest["kind"] == "sweep" and manifest["status"] == "failed" and manifest["complete"] is False
     assert manifest["counts"] == {"planned": 4, "ok": 1, "failed": 3, "missing": 0}
     assert {r["run_id"]: r["status"] for r in manifest["runs"]} == dict(zip(runs.run_id, runs.status))
     # only the good run has tables
@@ -568,7 +568,9 @@ def test_resume_after_an_interruption_runs_only_what_is_missing(tmp_path):
         assert f.stat().st_mtime_ns == mtime and f.read_bytes() == contents[f]
     assert not stale.exists() and not list((out / "runs").glob(".*"))
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["complete"] is True and manifest["counts"] == {"planned": 6, "ok": 4, "failed": 2, "missing": 0}
+    # every run ran but two failed: never "complete"
+    assert manifest["status"] == "failed" and manifest["complete"] is False
+    assert manifest["counts"] == {"planned": 6, "ok": 4, "failed": 2, "missing": 0}
     runs = pd.read_parquet(out / "runs.parquet")
     assert sorted(runs.run_id) == sorted(r.run_id for r in planned)
     assert [r["run_id"] for r in manifest["runs"]] == [r.run_id for r in planned]

@@ -189,7 +189,7 @@ def test_killing_a_worker_fails_its_run_and_the_sweep_finishes_the_others(tmp_pa
     assert failed.iloc[0].error == error and error in stderr
     assert (runs[runs.status != "failed"].status == "ok").all()
     m = manifest(out)
-    assert m["status"] == "complete" and m["counts"] == {"planned": 5, "ok": 4, "failed": 1, "missing": 0}
+    assert m["status"] == "failed" and m["counts"] == {"planned": 5, "ok": 4, "failed": 1, "missing": 0}
     assert [r["error"] for r in m["runs"] if r["status"] == "failed"] == [error]
     assert not list((out / "runs").glob(".*"))  # nothing half-written left behind
 

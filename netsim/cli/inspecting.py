@@ -28,6 +28,10 @@ def report(directory: Annotated[Path, typer.Argument(help="A results directory (
     from netsim.report import write_report
     try:
         _check_results_dir(directory)
+        if out is not None:
+            from netsim.experiment.outdir import check_new_file
+            own = [f for f in _results_files(directory) if f.name != "report.html" or f.parent != directory]
+            check_new_file(out, force=True, option="--out", inputs=own, suffixes=(".html", ".htm"))
         target = write_report(directory, out, force=force, self_contained=self_contained)
         if out is None:
             add_files(directory, ["report.html"])
@@ -38,15 +42,25 @@ def report(directory: Annotated[Path, typer.Argument(help="A results directory (
 
 def _check_results_dir(directory: Path) -> None:
     """NetsimError unless ``directory`` is a readable, complete netsim results directory (a sweep
-    that stopped early is readable too: its manifest says what finished)."""
+    that stopped early or some of whose runs failed is readable too: its manifest says what finished)."""
     from netsim.experiment.outdir import read_manifest
     if not directory.is_dir() or not (directory / "runs.parquet").is_file():
         raise NetsimError(f"{directory} is not a results directory (no runs.parquet and manifest.json)")
     manifest = read_manifest(directory)
     status = manifest.get("status", "complete")
-    if status not in ("complete", "interrupted"):
+    if status not in ("complete", "interrupted", "failed"):
         raise NetsimError(f"{directory} is incomplete (manifest status: {status}); "
                           + ("--resume finishes a sweep" if manifest.get("kind") == "sweep" else "run it again"))
+
+
+def _results_files(directory: Path) -> list[Path]:
+    """The files netsim wrote in the results ``directory`` (its manifest's list), and each run part's."""
+    from netsim.experiment.outdir import owned_files, read_manifest
+    paths = []
+    for name in owned_files(read_manifest(directory)):
+        p = directory / name
+        paths.extend(sorted(p.iterdir()) if p.is_dir() else [p])
+    return paths
 
 
 def results(directory: Annotated[Path, typer.Argument(help="A results directory (netsim run or netsim sweep).")],
@@ -60,7 +74,7 @@ def results(directory: Annotated[Path, typer.Argument(help="A results directory 
     try:
         _check_results_dir(directory)
         if csv is not None:
-            check_new_file(csv, force=force, option="--csv")
+            check_new_file(csv, force=force, option="--csv", inputs=_results_files(directory), suffixes=(".csv",))
         table = _print_results(directory, metric)
         if csv is not None:
             write_file_atomically(csv, table.to_csv(index=False), force=force, option="--csv")
@@ -182,7 +196,7 @@ def topo_(file: Annotated[Path, typer.Argument(help="Topology file (topologies/*
     if draw is not None:
         from netsim.experiment.outdir import check_new_file
         try:
-            check_new_file(draw, force=force, option="--draw")
+            check_new_file(draw, force=force, option="--draw", inputs=(file,), suffixes=(".html", ".htm"))
         except NetsimError as exc:
             _fail(exc)
     try:

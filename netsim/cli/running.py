@@ -281,6 +281,7 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
 
     from netsim.config import locate
     from netsim.experiment.executors import make_executor
+    from netsim.experiment.inputs import check_input_files
     from netsim.experiment.outdir import claim
     from netsim.experiment.sweep import expand, run_sweep, unique_ids
     try:
@@ -288,7 +289,7 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
         target = out_dir or Path("results") / name
         limit = _max_memory(max_memory)
         claim(target, "sweep", force=force, resume=resume, option="--out" if out_dir else None)
-        planned, needs = _preflight_sweep(unique_ids(expand(exp)), limit, quiet)
+        planned = unique_ids(expand(exp))
         if variants:
             names = [v["name"] for v in exp.variants]
             unknown = [v for v in variants if v not in names]
@@ -296,9 +297,12 @@ def _sweep(exp, experiment: Path, out_dir: Path | None, executor: str, workers: 
                 raise NetsimError(f"no variant {', '.join(map(repr, unknown))} in {experiment}; its variants: "
                                   f"{', '.join(names) or '(none)'}{did_you_mean(unknown[0], names)}")
             planned = [r for r in planned if r.variant in variants]
+        # a bad trace, matrix, schedule or route table stops the sweep here, as a bad experiment file
+        # does: before any run, with no results directory (not as a failed run among written ones)
+        check_input_files(r.spec for r in planned if r.spec is not None)
+        planned, needs = _preflight_sweep(planned, limit, quiet)
         if executor == "local" and workers > 1:
-            workers = _workers_that_fit(workers, [n for r, n in zip(planned, needs) if not variants
-                                                  or r.variant in variants], limit)
+            workers = _workers_that_fit(workers, needs, limit)
         runner = make_executor(executor, workers, scheduler)
     except ConfigError as exc:
         _fail(locate(exc, experiment))

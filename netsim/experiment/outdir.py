@@ -8,7 +8,9 @@ even then it removes only the files the manifest lists: a file the user added st
 
 ``status`` says whether the directory can be trusted:
 
-* ``complete``: everything was written; the manifest is always written last.
+* ``complete``: everything was written, every run succeeded; the manifest is always written last.
+* ``failed``: a sweep ran every run but some failed (``counts.failed`` says how many, ``runs`` which
+  and why); the others' results are there, and ``netsim sweep --resume`` runs the failed ones again.
 * ``running``: a sweep is writing it (or was killed while it did).
 * ``interrupted``: a sweep stopped early (Ctrl-C, SIGTERM, an error); the manifest says which runs
   finished, and ``netsim sweep --resume`` continues it.
@@ -348,10 +350,22 @@ def add_files(directory: Path, names: list[str]) -> None:
     write_manifest(Path(directory), {**manifest, "files": sorted(set(files) | set(names))})
 
 
-def check_new_file(path: Path, *, force: bool = False, option: str = "--out") -> None:
-    """OutputError unless netsim may write the single file ``path``: its directory exists, and it
-    does not exist yet (or ``force``, or it is netsim's own report in a results directory)."""
+def check_new_file(path: Path, *, force: bool = False, option: str = "--out", inputs=(),
+                   suffixes: tuple[str, ...] = ()) -> None:
+    """OutputError unless netsim may write the single file ``path``: its directory exists, it does not
+    exist yet (or ``force``, or it is netsim's own report in a results directory), it is none of the
+    command's ``inputs`` (not even with ``force``), and its name ends in one of ``suffixes`` (the
+    formats it can be written in; any name when empty)."""
+    from netsim.inputfile import same_file
+
     path = Path(path)
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise OutputError(f"{option} {path}: the file is written as {suffixes[0][1:].upper()}, "
+                          f"so its name must end in {' or '.join(suffixes)}")
+    for given in inputs:
+        if same_file(path, given):
+            raise OutputError(f"{option} {path}: that is {'an input' if Path(given) == path else f'the input {given}'} "
+                              "of this command; writing it would destroy it (even with --force): give another name")
     try:
         is_dir, exists = path.is_dir(), path.exists() or path.is_symlink()
     except OSError as exc:

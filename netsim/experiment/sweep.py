@@ -485,7 +485,8 @@ def combine(out: Path, planned: list[PlannedRun], exp: ExperimentFile, *, comple
         _atomic_parquet(_uniform(df), out / f"{name}.parquet")
     counts = {s: sum(1 for r in statuses if r["status"] == s) for s in ("ok", "failed", "missing")}
     finished = complete and counts["missing"] == 0
-    manifest = sweep_manifest(out, exp, "complete" if finished else "interrupted",
+    status = ("failed" if counts["failed"] else "complete") if finished else "interrupted"
+    manifest = sweep_manifest(out, exp, status,
                               counts={"planned": len(planned), **counts}, wall_s=wall_s, runs=statuses,
                               **({"damaged": [{"run_id": k, "problem": v} for k, v in damaged.items()]}
                                  if damaged else {}))
@@ -536,7 +537,8 @@ def run_sweep(planned: list[PlannedRun], exp: ExperimentFile, out: str | Path, e
     completely and successfully are skipped (failed ones run again); see
     :mod:`netsim.experiment.outdir`. The manifest says ``status: running`` while the sweep runs;
     the top-level tables are rewritten at the end, also when the sweep is interrupted (the
-    manifest then says ``status: interrupted``).
+    manifest then says ``status: interrupted``); a sweep that ran every run but some failed says
+    ``status: failed`` (never ``complete``), with the counts.
 
     On ``resume``, the runs whose files are damaged (a ``run.json`` or a table that cannot be read)
     are redone, their directories removed first; ``on_resume(kept, damaged)`` hears, before any run,

@@ -386,9 +386,16 @@ def render_report(results_dir: str | Path, plotly_src: str | None = None,
     figs = build_figures(results_dir, topologies)
     manifest = json.loads((results_dir / "manifest.json").read_text())
     status = manifest.get("status", "complete")
-    banner = ("" if status == "complete" else
-              f"<p class='warning'><b>Incomplete results</b> (status: {html.escape(str(status))}): only the runs "
-              "that finished are shown; <code>netsim sweep --resume</code> continues the sweep.</p>")
+    failed = (manifest.get("counts") or {}).get("failed", 0)
+    if status == "complete":
+        banner = ""
+    elif status == "failed":
+        banner = (f"<p class='warning'><b>Incomplete results: {html.escape(str(failed))} run(s) failed</b> (status: "
+                  "failed; runs.parquet holds each one's error): only the runs that succeeded are shown; "
+                  "<code>netsim sweep --resume</code> runs the failed ones again.</p>")
+    else:
+        banner = (f"<p class='warning'><b>Incomplete results</b> (status: {html.escape(str(status))}): only the runs "
+                  "that finished are shown; <code>netsim sweep --resume</code> continues the sweep.</p>")
     below = _below_bound(results_dir)
     if below:
         banner += (f"<p class='warning' id='below-bound'><b>{below} collective call(s) finished faster than their "
