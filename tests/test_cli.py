@@ -175,3 +175,10 @@ def test_dragonfly_policy_on_leaf_spine_is_a_clear_error(tmp_path):
 def test_missing_topology_file_is_a_clear_error(tmp_path):
     result = runner.invoke(app, ["validate", str(write(tmp_path, small_spec(topology="nope.yaml")))])
     assert result.exit_code == 2 and "topology file 'nope.yaml' not found" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("name", ["a[/]b.yaml", "a[bold]b.yaml", "[red]x.yaml"])
+def test_an_error_about_a_name_with_brackets_prints_the_name_as_it_is(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["run", name])
+    assert result.exit_code == 2 and f"{name}: file not found" in result.output, result.output

@@ -73,7 +73,9 @@ def _global(version_: Annotated[bool, typer.Option(
 
 
 def _fail(exc: NetsimError) -> None:
-    err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+    from rich.markup import escape
+    # CORRECTNESS: the message holds user text (a file name, an option's value): "[/]" in it is not markup
+    err.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
