@@ -108,6 +108,199 @@ def test_routing_matrix_files_are_read_and_checked(tmp_path):
         read_picks(tmp_path / "cols.csv", 2)
 
 
+PICKS_HEADER = "step,src,dst,tokens\n"
+RING = "".join(f"0,{i},{(i + 1) % 4},{10 + i}\n" for i in range(4))  # a valid step of an EP group of 4
+
+BAD_PICKS = [  # (case, file text, line named or None, words the message must hold)
+    ("non-number", PICKS_HEADER + RING + "0,1,2,ten\n", 6, "tokens is 'ten'"),
+    ("underscore digits", PICKS_HEADER + RING + "0,1,2,1_0\n", 6, "tokens is '1_0'"),
+    ("Arabic-Indic digits", PICKS_HEADER + RING + "0,1,2,\u0661\n", 6, "tokens is"),
+    ("NaN", PICKS_HEADER + RING + "0,1,2,nan\n", 6, "tokens is 'nan'"),
+    ("infinity", PICKS_HEADER + RING + "0,1,2,inf\n", 6, "tokens is 'inf'"),
+    ("empty cell", PICKS_HEADER + RING + "0,1,2,\n", 6, "tokens is empty"),
+    ("negative tokens", PICKS_HEADER + RING + "0,1,2,-3\n", 6, "tokens is '-3'"),
+    ("fractional tokens", PICKS_HEADER + RING + "0,1,2,2.5\n", 6, "a whole number of (token, expert) pairs"),
+    ("tokens of 1e30", PICKS_HEADER + RING + "0,1,2,1e30\n", 6, "from 0 to 2**53"),
+    ("a rank past ep", PICKS_HEADER + RING + "0,4,2,1\n", 6, "src is '4'; allowed: an EP rank from 0 to 3"),
+    ("a fractional step", PICKS_HEADER + RING + "0.5,1,2,1\n", 6, "step is '0.5'"),
+    ("too few fields", PICKS_HEADER + RING + "0,1,2\n", 6, "a row of 3 fields; the header has 4 columns"),
+    ("too many fields", PICKS_HEADER + RING + "0,1,2,3,4\n", 6, "a row of 5 fields"),
+    ("a line after blank lines", PICKS_HEADER + "\n" + RING + "\n\n0,1,2,x\n", 9, "tokens is 'x'"),
+    ("CR line ends", (PICKS_HEADER + RING + "0,1,2,x\n").replace("\n", "\r"), 6, "tokens is 'x'"),
+    ("duplicate row", PICKS_HEADER + RING + "0,1,2,4\n", 6, "step 0, src 1, dst 2 again (first on line 3)"),
+    ("missing column", "step,src,dst\n0,1,2\n", 1, "missing column tokens"),
+    ("repeated column", "step,src,dst,tokens,src\n0,1,2,3,1\n", 1, "column 'src' appears 2 times"),
+    ("unknown column", "step,src,dst,tokens,layer\n0,1,2,3,0\n", 1, "unknown column 'layer'"),
+    ("no header", RING, 1, "no header"),
+    ("an all-zero step", PICKS_HEADER + RING + "1,0,1,0\n1,2,3,0\n", 6, "step 1 sends no token between two EP ranks"),
+    ("a step on the diagonal only", PICKS_HEADER + RING + "4,0,0,5\n", 6, "step 4 sends no token"),
+    ("ranks of a smaller group", PICKS_HEADER + "0,0,1,5\n0,1,0,5\n", None, "EP ranks 2, 3 appear in no row"),
+    ("a field past the csv module's limit", PICKS_HEADER + RING + "0,1,2," + "1" * 200_000 + "\n", 6,
+     "not a valid CSV row (field larger than field limit"),
+    ("empty", "", None, "the file is empty"),
+    ("header only", PICKS_HEADER, None, "no rows"),
+]
+
+
+@pytest.mark.parametrize("case", BAD_PICKS, ids=[c[0] for c in BAD_PICKS])
+def test_bad_routing_matrix_files_are_config_errors_naming_the_line(tmp_path, case):
+    _, text, line, words = case
+    path = tmp_path / "picks.csv"
+    path.write_text(text, newline="")
+    with pytest.raises(ConfigError) as err:
+        read_picks(path, 4)
+    assert err.value.path == "workload.moe.routing.path"
+    assert err.value.message.startswith(f"{path}:{line}: " if line else f"{path}: "), err.value.message
+    assert words in err.value.message, err.value.message
+
+
+def test_odd_but_valid_csv_files_read_as_the_plain_file(tmp_path):
+    """Quotes, spaces, a BOM, CRLF, blank lines, 1e1 and 10.0 all read as the plain digits do (the
+    quoted file goes through the row-by-row reader, the others through pandas)."""
+    plain = tmp_path / "plain.csv"
+    plain.write_text(PICKS_HEADER + RING)
+    expected = [m.tolist() for m in read_picks(plain, 4)]
+    variants = {"quoted": PICKS_HEADER + "".join(",".join(f'"{c}"' for c in r.split(",")) + "\n"
+                                                 for r in RING.splitlines()),
+                "spaces": PICKS_HEADER + RING.replace(",", " , "),
+                "bom": "\ufeff" + PICKS_HEADER + RING,
+                "crlf": (PICKS_HEADER + RING).replace("\n", "\r\n"),
+                "blank lines": "\n" + PICKS_HEADER + "\n  \n" + RING + "\n\n",
+                "exponents": PICKS_HEADER + RING.replace(",10\n", ",1e1\n").replace(",11\n", ",11.0\n"),
+                "reordered": "tokens,dst,src,step\n" + "".join(",".join(reversed(r.split(","))) + "\n"
+                                                              for r in RING.splitlines())}
+    for name, text in variants.items():
+        path = tmp_path / f"{name}.csv"
+        path.write_text(text, newline="")
+        assert [m.tolist() for m in read_picks(path, 4)] == expected, name
+
+
+def test_parquet_routing_files_read_as_csv_and_name_rows_from_one(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    rows = [r.split(",") for r in RING.splitlines()]
+    columns = {c: [int(r[k]) for r in rows] for k, c in enumerate(("step", "src", "dst", "tokens"))}
+    pq.write_table(pa.table(columns), tmp_path / "p.parquet")
+    (tmp_path / "p.csv").write_text(PICKS_HEADER + RING)
+    assert [m.tolist() for m in read_picks(tmp_path / "p.parquet", 4)] == \
+        [m.tolist() for m in read_picks(tmp_path / "p.csv", 4)]
+    for change, words in [({"tokens": [10, None, 12, 13]}, ": row 2: tokens is empty (null)"),
+                          ({"tokens": [10.0, 11.0, float("nan"), 13.0]}, ": row 3: tokens is nan"),
+                          ({"src": ["0", "1", "2", "3"]}, ": column 'src' holds string values"),
+                          ({"dst": [1, 2, 3, 9]}, ": row 4: dst is 9; allowed: an EP rank from 0 to 3")]:
+        pq.write_table(pa.table({**columns, **change}), tmp_path / "bad.parquet")
+        with pytest.raises(ConfigError) as err:
+            read_picks(tmp_path / "bad.parquet", 4)
+        assert err.value.message.startswith(f"{tmp_path / 'bad.parquet'}{words}"), err.value.message
+
+
+def test_devices_and_parquet_named_csv_are_refused_without_reading(tmp_path):
+    (tmp_path / "zero.csv").symlink_to("/dev/zero")
+    with pytest.raises(ConfigError, match="not a regular file"):
+        read_picks(tmp_path / "zero.csv", 4)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({"step": [0]}), tmp_path / "p.csv")
+    with pytest.raises(ConfigError, match="a Parquet file, not CSV text: name it .parquet"):
+        read_picks(tmp_path / "p.csv", 4)
+
+
+def test_steps_are_built_when_asked_in_step_order(tmp_path):
+    path = tmp_path / "picks.csv"
+    path.write_text(PICKS_HEADER + RING.replace("0,", "7,", 4)[:0] + "".join(
+        f"{s},{i},{(i + 1) % 4},{s + 1}\n" for s in (9, 2, 5) for i in range(4)))
+    steps = read_picks(path, 4)
+    assert len(steps) == 3 and [m[0, 1] for m in steps] == [3, 6, 10]  # steps 2, 5, 9 in order
+    assert steps[-1][0, 1] == 10 and not steps[0].flags.writeable
+    with pytest.raises(IndexError):
+        steps[3]
+
+
+def test_a_rank_may_not_send_more_than_its_micro_batch_routes(tmp_path):
+    path = tmp_path / "picks.csv"
+    path.write_text(PICKS_HEADER + RING + "1,0,1,600\n1,0,2,500\n1,1,0,1\n")
+    read_picks(path, 4, picks_per_rank=1100)
+    with pytest.raises(ConfigError) as err:
+        read_picks(path, 4, picks_per_rank=1099)
+    assert err.value.message.startswith(f"{path}:6: step 1: EP rank 0 sends 1,100 (token, expert) pairs")
+    spec = moe_spec({"ep": 4, "routing": {"type": "file", "path": str(path)}})  # T k = 512 x 2 = 1,024
+    with pytest.raises(ConfigError, match=r"picks.csv:6: step 1: EP rank 0 sends 1,100 .* = 1,024"):
+        run_experiment(parse_spec(spec))
+
+
+def _reference_picks(text: str, ep: int) -> list[list[list[float]]] | None:
+    """The matrices a plain reading of ``text`` gives by the rules of docs/moe.md, or None when one is broken."""
+    import csv
+    import io
+    import math
+    import re
+    rows = [[c.strip() for c in r] for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    columns = ("step", "src", "dst", "tokens")
+    if len(rows) < 2 or sorted(rows[0]) != sorted(columns):
+        return None
+    cells: dict[tuple[int, int, int], float] = {}
+    for r in rows[1:]:
+        if len(r) != 4 or not all(re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", c) for c in r):
+            return None
+        v = dict(zip(rows[0], (float(c) for c in r)))
+        if not all(math.isfinite(x) and x == int(x) and 0 <= x <= 2**53 for x in v.values()):
+            return None
+        if v["src"] >= ep or v["dst"] >= ep or (v["step"], v["src"], v["dst"]) in cells:
+            return None
+        cells[(int(v["step"]), int(v["src"]), int(v["dst"]))] = v["tokens"]
+    if {k[1] for k in cells} | {k[2] for k in cells} != set(range(ep)):
+        return None
+    out = []
+    for step in sorted({k[0] for k in cells}):
+        m = [[0.0] * ep for _ in range(ep)]
+        for (s, i, j), t in cells.items():
+            if s == step:
+                m[i][j] = t
+        if not any(m[i][j] for i in range(ep) for j in range(ep) if i != j):
+            return None
+        out.append(m)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_any_mutation_of_a_valid_file_reads_as_written_or_is_one_config_error(tmp_path_factory, data):
+    """A mutated picks file gives exactly the matrices a plain reading by the documented rules gives, or,
+    when that reading finds a rule broken, one ConfigError (never another exception, never other numbers)."""
+    lines = (PICKS_HEADER + RING + "3,2,0,7\n3,1,1,2\n").splitlines(keepends=True)
+    for _ in range(data.draw(st.integers(1, 3))):
+        i = data.draw(st.integers(0, len(lines) - 1))
+        op = data.draw(st.sampled_from(["cell", "drop", "repeat", "swap", "text"]))
+        cells = lines[i].rstrip("\n").split(",")
+        if op == "cell":
+            k = data.draw(st.integers(0, len(cells) - 1))
+            cells[k] = data.draw(st.sampled_from(["", "-1", "4", "3", "0", "1.5", "1e30", "nan", "x", "99", "2",
+                                                  "+2", "2.0", "1e1", '"3"', " 1 ", "-0", "1_0"]))
+            lines[i] = ",".join(cells) + "\n"
+        elif op == "drop":
+            del lines[i]
+        elif op == "repeat":
+            lines.insert(i, lines[i])
+        elif op == "swap":
+            j = data.draw(st.integers(0, len(lines) - 1))
+            lines[i], lines[j] = lines[j], lines[i]
+        else:
+            at = data.draw(st.integers(0, len(lines[i])))
+            lines[i] = lines[i][:at] + data.draw(st.sampled_from([",", "\n", '"', " ", "\t", "e", "+", "."])) \
+                + lines[i][at:]
+        if not lines:
+            break
+    text = "".join(lines)
+    path = tmp_path_factory.mktemp("picks") / "picks.csv"
+    path.write_text(text)
+    try:
+        got = [m.tolist() for m in read_picks(path, 4)]
+    except ConfigError as exc:
+        assert exc.path == "workload.moe.routing.path" and len(str(exc)) < 2048
+        got = None
+    assert got == _reference_picks(text, 4)
+
+
 # ---------------------------------------------------------------------------- all-to-all-v algorithms
 @settings(max_examples=30, deadline=None)
 @given(hosts=st.integers(1, 4), per_host=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from netsim.cli import app
@@ -214,6 +216,14 @@ BAD = [  # (case, CSV text, CSV line named in the message or None, words the mes
     ("comments and blank lines count",
      "# routes\nsrc,dst,channel,path_index\n\n0,2,0,0\n# bad one next\n0,2,1,5\n", 6, "path_index 5 out of"),
     ("header only", "src,dst,channel,path\n", None, "no routes"),
+    ("underscore in a number", HEADER + "0,2,0,,0,\n1_0,2,1,,0,\n", 3, "src must be a non-negative integer"),
+    ("a plus sign", HEADER + "0,+2,0,,0,\n", 2, "dst must be a non-negative integer (at most 2,147,483,647), got '+2'"),
+    ("Arabic-Indic digits", HEADER + "\u0660,2,0,,0,\n", 2, "src must be a non-negative integer"),
+    ("a float channel", HEADER + "0,2,1.0,,0,\n", 2, "channel must be a non-negative integer"),
+    ("an exponent index", HEADER + "0,2,0,,1e0,\n", 2, "path_index must be a non-negative integer"),
+    ("underscore in a fraction", HEADER + "0,2,0,,0,0.2_5\n0,2,0,,1,0.75\n", 2, "fraction must be a number"),
+    ("repeated column", "src,dst,channel,path,path\n0,2,0,leaf0 spine0 leaf1,x\n", 1, "column 'path' appears 2 times"),
+    ("a header field past the csv module's limit", "src," + "x" * 200_000 + "\n0,2\n", 1, "not a valid CSV header"),
 ]
 
 
@@ -242,6 +252,77 @@ def test_missing_file_and_unknown_fallback_are_config_errors(topo, tmp_path):
     with pytest.raises(ConfigError) as err:
         table(topo, tmp_path, "src,dst,channel,path_index\n0,2,0,1\n", fallback="table")
     assert err.value.path == "routing.fallback"
+
+
+LISTED = "src,dst,channel,path_index\n0,2,0,0\n0,2,1,1\n\n# a comment\n1,3,0,0\n3,1,0,1\n"
+#: The table's connections and their lines.
+LINES = {Connection(0, 2, 0): 2, Connection(0, 2, 1): 3, Connection(1, 3, 0): 6, Connection(3, 1, 0): 7}
+
+
+def test_a_row_no_connection_of_the_run_used_is_an_error_naming_its_line(topo, tmp_path):
+    policy = table(topo, tmp_path, LISTED)
+    policy.routes([Connection(0, 2, 0), Connection(0, 2, 5), Connection(2, 0, 0), Connection(1, 3, 0)])
+    with pytest.raises(ConfigError) as err:
+        policy.check_used()
+    message = err.value.message
+    assert err.value.path == "routing.file"
+    assert message.startswith(f"{tmp_path / 'routes.csv'}:3: no connection of the run is 0>2#1 "), message
+    assert "the run's connections from GPU 0 to GPU 2 include 0>2#5" in message, message
+    assert "(2 rows match no connection: line 3, line 7)" in message, message
+    policy.routes([Connection(0, 2, 1), Connection(3, 1, 0)])
+    policy.check_used()
+
+
+def test_connections_asked_one_by_one_count_as_used(topo, tmp_path):
+    """The reference executor asks ``plan`` and ``paths`` one connection at a time."""
+    policy = table(topo, tmp_path, LISTED)
+    policy.plan(list(LINES)[:2])
+    for conn in list(LINES)[:3]:
+        policy.paths(conn)
+    with pytest.raises(ConfigError, match=r"routes.csv:7: no connection of the run is 3>1#0 .* the run has no "
+                                          r"connection from GPU 3 to GPU 1"):
+        policy.check_used()
+    policy.paths(Connection(3, 1, 0))
+    policy.check_used()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(asked=st.lists(st.sampled_from(list(LINES) + [Connection(0, 2, 7), Connection(2, 0, 0),
+                                                       Connection(0, 2, 0, tcp=True)]), max_size=8),
+       one_by_one=st.booleans(), down=st.booleans())
+def test_check_used_fails_exactly_when_a_listed_connection_was_never_asked(topo, tmp_path, asked, one_by_one, down):
+    """Whatever the run asks (in batches or one by one, with the table's paths down or not), the check
+    passes iff every listed connection was asked, and otherwise names the first unasked one's line."""
+    policy = table(topo, tmp_path, LISTED)
+    if down:
+        policy.links_changed({int(topo.paths(0, 2)[0][1]): 0.0})
+    if one_by_one:
+        for conn in asked:
+            policy.paths(conn)
+    elif asked:
+        policy.routes(asked)
+    missing = sorted(LINES[c] for c in LINES if c not in asked)
+    if not missing:
+        policy.check_used()
+        return
+    with pytest.raises(ConfigError) as err:
+        policy.check_used()
+    assert err.value.message.startswith(f"{tmp_path / 'routes.csv'}:{missing[0]}: no connection of the run is ")
+
+
+def test_a_run_leaves_no_unmatched_row_unreported(tmp_path):
+    """A ring whose table names a channel the run does not have fails; the same table fixed runs.
+
+    ``run_experiment`` calls ``check_used`` once the run has ended; the explicit call here stands for it."""
+    csv = tmp_path / "routes.csv"
+    csv.write_text("src,dst,channel,comm,path\n0,2,0,1,leaf0 spine1 leaf1\n2,1,3,1,leaf1 spine0 leaf0\n")
+    spec = ExperimentSpec.model_validate(ring_spec(csv, size="1MiB"))
+    with pytest.raises(ConfigError) as err:
+        run_experiment(spec).fabric.routing.check_used()
+    assert f"{csv}:3: no connection of the run is c1:2>1#3" in err.value.message
+    assert "include c1:2>1#0" in err.value.message
+    csv.write_text("src,dst,channel,comm,path\n0,2,0,1,leaf0 spine1 leaf1\n2,1,0,1,leaf1 spine0 leaf0\n")
+    run_experiment(spec).fabric.routing.check_used()
 
 
 # ---------------------------------------------------------------------------- whole experiments

@@ -321,6 +321,9 @@ def run_experiment(spec: ExperimentSpec, *,
     entries = resolve_entries(spec, topology, jobs)
     env, fabric, records, iterations = simulate(spec, topology, jobs, routing_rng, on_start=on_start,
                                                 entries=entries)
+    check_used = getattr(fabric.routing, "check_used", None)
+    if check_used is not None:  # a route-table row that matched no connection of the run is an error
+        check_used()
     extra: dict = {}
     if spec.stragglers is not None:
         extra["stragglers"] = stragglers_record(entries)

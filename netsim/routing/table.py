@@ -1,7 +1,8 @@
 """Explicit routes from a CSV file (``table``): each listed connection takes the path(s) its rows give.
 
 Users plan their own paths, or replay the paths another simulator used, and netsim routes exactly
-those. Connections the file does not list fall back to another registered policy (ECMP by default).
+those. Connections the file does not list fall back to another registered policy (ECMP by default);
+a row that matches no connection of the run is an error once the run ends (:meth:`Table.check_used`).
 """
 
 from __future__ import annotations
@@ -11,21 +12,31 @@ import io
 import itertools
 import os
 import warnings
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from netsim.config import read_text
+from netsim import inputfile
 from netsim.errors import ConfigError, shorten
 from netsim.routing.base import (DEFAULT_RECONVERGENCE, ROUTING, Connection, PolicyBase, Routes,
                                  RoutingPolicy, make_routing, option_time)
+from netsim.routing.routes import Columns as ConnectionColumns
 from netsim.routing.routes import _route_table, concat_routes, connection_columns, crossing, take_routes
-from netsim.routing.table_rows import COLUMNS, REQUIRED, WHERE, Columns, Listed, bad, resolve
+from netsim.routing.table_rows import COLUMNS, MAX_CELL, REQUIRED, WHERE, Columns, Listed, bad, resolve
 from netsim.topology import Topology
 
 #: Largest routes file read (bytes): about half a million rows, the routes of every connection
 #: of a 16,384-GPU ring with 16 channels twice over; a larger file (or the wrong one) fails at once.
 MAX_ROUTES_BYTES = 16 * 2**20
+#: Columns of whole numbers, and what their cells must look like (ASCII digits: ``int()`` would also take
+#: ``1_0``, ``+4`` or Arabic-Indic digits, which a routes file never means).
+INTEGER_COLUMNS = ("src", "dst", "channel", "job", "comm", "path_index")
+_DIGITS = r"[0-9]*"
+_DECIMAL = r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|"
+#: Unused rows named by line in the message of :meth:`Table.check_used`.
+SHOWN_UNUSED = 6
 
 
 @ROUTING.register("table")
@@ -45,6 +56,11 @@ class Table(PolicyBase):
     the fallback alone would route it). Once the table learns of a fault (``reconvergence`` after
     it), a listed connection whose paths cross a failed link uses the fallback's routes instead,
     and returns to its table paths when the link is back.
+
+    Every row must match a connection of the run: a row whose (src, dst, channel, job, comm) no
+    message uses would leave the connection it was meant for to the fallback, silently. The policy
+    records which listed connections the run asked for, and :meth:`check_used`, called once the
+    run has ended, raises a ConfigError naming the first row that matched nothing.
 
     The table is ``independent`` when its fallback is (``split``, ``ethereal``): the Fabric reads
     one flag per policy, and it must keep treating the fallback's entries as the fallback means
@@ -88,12 +104,13 @@ class Table(PolicyBase):
         self.independent = bool(self.fallback.independent)
         self.file = Path(file)
         #: The listed connections' routes as arrays (see :class:`~netsim.routing.table_rows.Listed`).
-        self.listed: Listed = read_table(self.file, topology)
+        self.listed, self._places = _read(self.file, topology, resolve)
         self._table = self.listed.route_table(topology, self.independent)
         self._lookup = _Lookup(self.listed.keys)
         self._ids: dict[tuple, int] | None = None  # for paths(): built on its first call
         self._paths: dict[int, Routes] = {}  # paths() lists, built on first request (the Fabric compares by identity)
         self._dead = np.zeros(len(self.listed), dtype=bool)
+        self._usage = _Usage(self.listed.keys, topology.n_gpus)
 
     @property
     def decides(self) -> str:
@@ -118,6 +135,7 @@ class Table(PolicyBase):
         the others, in batch order, routed by the fallback."""
         cols = connection_columns(connections)
         ids = self._lookup(cols)
+        self._usage.seen(ids, cols)
         mine = ids >= 0
         mine[mine] = ~self._dead[ids[mine]]
         if mine.all():
@@ -144,7 +162,30 @@ class Table(PolicyBase):
             keys = self.listed.keys.T.tolist()
             self._ids = dict(zip(zip(*keys, itertools.repeat(False)), itertools.count()))
         i = self._ids.get(connection)
+        self._usage.seen_one(i, connection)
         return None if i is None or self._dead[i] else i
+
+    def check_used(self) -> None:
+        """ConfigError naming the first row (in file order) of a listed connection the run never asked
+        for: call it once the run has ended. Such a row matches no connection of the run (a wrong
+        channel, direction, job or communicator), so the connection it was meant for took the fallback."""
+        unused = self._usage.unused()
+        if not len(unused):
+            return
+        first = self._places.first_row[unused]
+        i = int(unused[np.argmin(first)])
+        conn = self.listed.connection(i)
+        rows = int(np.diff(self.listed.row_ptr)[unused].sum())
+        lines = ", ".join(self._places.label(int(r)) for r in np.sort(first)[:SHOWN_UNUSED])
+        more = ", ..." if len(unused) > SHOWN_UNUSED else ""
+        example = self._usage.example(conn.src, conn.dst)
+        seen = (f"the run's connections from GPU {conn.src} to GPU {conn.dst} include {example.label()}"
+                if example is not None else f"the run has no connection from GPU {conn.src} to GPU {conn.dst}")
+        raise bad(self._places.where(int(first.min())),
+                  f"no connection of the run is {conn.label()} (src {conn.src}, dst {conn.dst}, channel "
+                  f"{conn.channel}, job {conn.job}, comm {conn.comm}): the row was never used, so the connection it "
+                  f"was meant for took the fallback; {seen}. Fix the row's src, dst, channel, job or comm, or remove "
+                  f"it ({rows} row{'s' * (rows > 1)} match{'es' * (rows == 1)} no connection: {lines}{more})")
 
     def links_changed(self, state: dict[int, float]) -> None:
         """Learn the failed links; listed connections crossing one move to the fallback (told too)."""
@@ -194,6 +235,58 @@ class _Lookup:
         at = np.minimum(np.searchsorted(self.sorted, code), len(self.sorted) - 1)
         found = known & ~cols.tcp & (self.sorted[at] == code)
         return np.where(found, self.order[at], -1)
+
+
+class _Usage:
+    """Which listed connections the run asked for, and for each listed GPU pair one connection of the run
+    between the same GPUs that the table does not list (named when a row matched nothing)."""
+
+    def __init__(self, keys: np.ndarray, n_gpus: int):
+        self.used = np.zeros(len(keys), dtype=bool)
+        self.n = n_gpus
+        self.pairs = np.unique(keys[:, 0] * n_gpus + keys[:, 1])
+        self.pair_ids = dict(zip(self.pairs.tolist(), itertools.count()))  # for one connection at a time
+        self.examples = np.full((len(self.pairs), 6), -1, dtype=np.int64)
+
+    def seen(self, ids: np.ndarray, cols) -> None:
+        """A batch: ``ids`` its listed ids (-1: not listed), ``cols`` its connection columns."""
+        listed = ids >= 0
+        self.used[ids[listed]] = True
+        if listed.all():
+            return
+        rest = np.flatnonzero(~listed)
+        at = self._pair(cols.src[rest], cols.dst[rest])
+        new = at >= 0
+        new[new] = self.examples[at[new], 0] < 0
+        if new.any():
+            rows = rest[new]
+            self.examples[at[new]] = np.stack([np.asarray(c[rows], dtype=np.int64) for c in cols], axis=1)
+
+    def seen_one(self, i: int | None, connection: Connection) -> None:
+        """One connection, ``i`` its listed id (None: not listed)."""
+        if i is not None:
+            self.used[i] = True
+            return
+        at = self.pair_ids.get(connection.src * self.n + connection.dst)
+        if at is not None and self.examples[at, 0] < 0:
+            self.examples[at] = [int(v) for v in connection]
+
+    def _pair(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        code = src.astype(np.int64) * self.n + dst
+        at = np.minimum(np.searchsorted(self.pairs, code), len(self.pairs) - 1)
+        return np.where(self.pairs[at] == code, at, -1)
+
+    def unused(self) -> np.ndarray:
+        """The listed ids never asked for."""
+        return np.flatnonzero(~self.used)
+
+    def example(self, src: int, dst: int) -> Connection | None:
+        """A connection of the run from ``src`` to ``dst`` the table does not list, if one was seen."""
+        at = self.pair_ids.get(src * self.n + dst)
+        if at is None or self.examples[at, 0] < 0:
+            return None
+        *ints, tcp = self.examples[at].tolist()
+        return Connection(*ints, bool(tcp))
 
 
 def _rows_table(listed: Listed):
@@ -247,18 +340,24 @@ def read_table(file: str | os.PathLike, topology: Topology, check=resolve) -> Li
     ``check(columns, topology) -> Listed`` checks the rows: in bulk by default,
     :func:`~netsim.routing.table_rows.resolve_reference` row by row (the reference).
     """
+    return _read(file, topology, check)[0]
+
+
+def _read(file: str | os.PathLike, topology: Topology, check) -> tuple[Listed, _Places]:
+    """:func:`read_table`, and where each listed connection's first row is (for :meth:`Table.check_used`)."""
     import pandas as pd  # imported here: only a run that uses a table pays for it
 
     name = str(file)
     try:
-        text = read_text(file, MAX_ROUTES_BYTES)
+        text = inputfile.read_text(file, MAX_ROUTES_BYTES)
     except ConfigError as exc:
-        if exc.message == "file not found":
-            raise ConfigError(f"routes file {name} not found", WHERE) from None
+        if exc.message.startswith("file not found"):
+            raise ConfigError(f"routes file {name} not found{exc.message[len('file not found'):]}", WHERE) from None
         line = f":{exc.line}" if exc.line else ""
         raise ConfigError(f"cannot read routes file {name}{line}: {exc.message}", WHERE) from None
     if not text.strip():
         raise bad(name, f"the file is empty; expected a header like {','.join(REQUIRED)},path")
+    _check_header(text, name)
     try:
         with warnings.catch_warnings():
             # CORRECTNESS: when every row has one field more than the header, pandas would take the
@@ -277,15 +376,90 @@ def read_table(file: str | os.PathLike, topology: Topology, check=resolve) -> Li
     # CORRECTNESS: pandas skips the same blank and comment-only lines, so data row i is on lines[i + 1]
     lines = [n for n, raw in enumerate(_physical_lines(text), 1) if raw.split("#", 1)[0].strip()]
     cells = {c: table[c].str.strip().to_numpy(dtype=object) for c in table.columns}
-    return check(Columns(cells, name, lines if len(lines) == len(table) + 1 else None), topology)
+    columns = Columns(cells, name, lines if len(lines) == len(table) + 1 else None)
+    _check_cells(columns)
+    listed = check(columns, topology)
+    return listed, _Places.of(columns, listed)
+
+
+@dataclass(frozen=True)
+class _Places:
+    """Where each listed connection's first row is in the routes file, for messages."""
+
+    name: str
+    first_row: np.ndarray  #: per listed connection, its first data row (0-based, in file order)
+    lines: np.ndarray | None  #: the physical line of the header (0) and of each data row; None: rows counted
+
+    @classmethod
+    def of(cls, columns: Columns, listed: Listed) -> _Places:
+        """The first row of each of ``listed``'s connections among the rows of ``columns``."""
+        import pandas as pd
+
+        kept = np.flatnonzero(~np.logical_and.reduce([v == "" for v in columns.cells.values()]))
+        ints = [pd.to_numeric(pd.Series(columns.get(c)[kept]).replace("", "0")).to_numpy(dtype=np.int64)
+                for c in ("src", "dst", "channel", "job", "comm")]
+        ids = _Lookup(listed.keys)(ConnectionColumns(*ints, np.zeros(len(kept), dtype=bool)))
+        first = np.full(len(listed), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, ids, kept)
+        lines = np.asarray(columns.lines, dtype=np.int64) if columns.lines is not None else None
+        return cls(columns.name, first, lines)
+
+    def where(self, row: int) -> str:
+        """``file:line`` (``file: row N``) of data row ``row``."""
+        return f"{self.name}:{self.lines[row + 1]}" if self.lines is not None else f"{self.name}: row {row + 1:,}"
+
+    def label(self, row: int) -> str:
+        """``line N`` (``row N``) of data row ``row``."""
+        return f"line {self.lines[row + 1]}" if self.lines is not None else f"row {row + 1:,}"
+
+
+def _check_header(text: str, name: str) -> None:
+    """No column named twice (pandas would rename the second ``path.1``)."""
+    for n, raw in enumerate(_physical_lines(text), 1):
+        head = raw.split("#", 1)[0]
+        if head.strip():
+            try:
+                counts = Counter(c.strip() for c in next(csv.reader([head])))
+            except csv.Error as exc:  # a field past the csv module's limit (131,072 characters)
+                raise bad(f"{name}:{n}", f"not a valid CSV header ({exc})") from None
+            repeated = next((c for c, k in counts.items() if k > 1), None)
+            if repeated is not None:
+                raise bad(f"{name}:{n}", f"column {shorten(repeated)} appears {counts[repeated]:,} times; "
+                                         "each column once")
+            return
+
+
+def _check_cells(columns: Columns) -> None:
+    """ConfigError at the first row whose integer cell is not plain ASCII digits or whose fraction is not a
+    plain decimal number (the row-by-row checks follow)."""
+    import pandas as pd
+
+    found: list[tuple[int, str]] = []
+    for column in (*INTEGER_COLUMNS, "fraction"):
+        if column in columns.cells:
+            pattern = _DECIMAL if column == "fraction" else _DIGITS
+            ok = pd.Series(columns.cells[column], dtype=object).str.fullmatch(pattern).to_numpy(dtype=bool)
+            hit = np.flatnonzero(~ok)
+            if len(hit):
+                found.append((int(hit[0]), column))
+    if not found:
+        return
+    row, column = min(found)
+    where, raw = columns.where(row)[0], columns.get(column)[row]
+    if column == "fraction":
+        raise bad(where, f"fraction must be a number in (0, 1], got {shorten(raw)}")
+    raise bad(where, f"{column} must be a non-negative integer (at most {MAX_CELL:,}), got {shorten(raw)}")
 
 
 def _longer_than_header(text: str, name: str) -> str:
     """``file:line`` of the first row with more fields than the header (``file`` when none is found)."""
     lines = [(n, raw.split("#", 1)[0]) for n, raw in enumerate(_physical_lines(text), 1)]
     lines = [(n, raw) for n, raw in lines if raw.strip()]
-    width = len(next(csv.reader([lines[0][1]]))) if lines else 0
-    return next((f"{name}:{n}" for n, raw in lines[1:] if len(next(csv.reader([raw]))) > width), name)
+    try:
+        width = len(next(csv.reader([lines[0][1]]))) if lines else 0
+        return next((f"{name}:{n}" for n, raw in lines[1:] if len(next(csv.reader([raw]))) > width), name)
+    except csv.Error:  # a field past the csv module's limit: the file is all that can be named
+        return name
 
 
 def _physical_lines(text: str) -> list[str]:

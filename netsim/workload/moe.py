@@ -26,12 +26,20 @@ sums to exactly ``T k``. With ``sample: false`` the expected matrix is used inst
 
 from __future__ import annotations
 
+import csv
+import io
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from netsim.errors import ConfigError
+from netsim import inputfile
+from netsim.errors import ConfigError, did_you_mean, shorten
 
 
 def popularity(experts: int, skew: float, rng: np.random.Generator) -> np.ndarray:
@@ -174,44 +182,368 @@ def node_sets(p_node: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray] | Non
     return chosen, prob / prob.sum()
 
 
-def read_picks(path: str | Path, ep: int, where: str = "workload.moe.routing.path") -> list[np.ndarray]:
-    """Per step, the ``ep x ep`` picks matrix of a routing file (CSV or Parquet: ``step, src, dst, tokens``)."""
-    import pandas as pd
+#: Columns of a routing-matrix file (any order).
+PICKS_COLUMNS = ("step", "src", "dst", "tokens")
+#: Largest routing-matrix file read (bytes): 64 MiB, some four million CSV rows (a thousand steps of a full
+#: 64 x 64 matrix), read in about 1 GiB; a larger file, or the wrong one, fails before it is read.
+MAX_PICKS_BYTES = 64 * 2**20
+#: Most rows read: a Parquet file compresses, so its size says little about its rows.
+MAX_PICKS_ROWS = 4 * 2**20
+#: Largest step number and token count: 2**53, the largest integer a float64 holds exactly.
+MAX_PICKS_VALUE = 2**53
+#: A number in a CSV cell: decimal digits, a point, an exponent (no ``nan``, ``inf``, ``1_000``, ``0x10``).
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+#: The bytes of a CSV body the fast reader takes: anything else goes through the row-by-row reader.
+_PLAIN = np.zeros(256, dtype=bool)
+_PLAIN[np.frombuffer(b"0123456789.eE+-, \t\n", dtype=np.uint8)] = True
+#: The column pandas writes for a DataFrame index; ignored in a Parquet file.
+_PANDAS_INDEX = re.compile(r"__index_level_\d+__")
+
+
+class PickSteps(Sequence):
+    """The picks matrix of every step of a routing file, in step order (what :func:`read_picks` returns).
+
+    The rows are kept sorted by (step, src, dst); a step's ``ep x ep`` matrix (floats) is built when
+    asked, so a file of many steps costs its rows, not ``steps x ep^2``.
+    """
+
+    def __init__(self, ep: int, steps: np.ndarray, ptr: np.ndarray, rows: np.ndarray, src: np.ndarray,
+                 dst: np.ndarray, tokens: np.ndarray, file: str, lines: np.ndarray | None):
+        self.ep, self.steps, self.ptr = ep, steps, ptr
+        self.rows, self.src, self.dst, self.tokens = rows, src, dst, tokens
+        self.file, self.lines = file, lines  #: the file, and the line of each of its rows (None: Parquet)
+        self._built: tuple[int, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        k = range(len(self))[i]
+        if self._built is None or self._built[0] != k:
+            a, b = self.ptr[k], self.ptr[k + 1]
+            m = np.zeros((self.ep, self.ep))
+            m[self.src[a:b], self.dst[a:b]] = self.tokens[a:b]
+            m.flags.writeable = False  # shared by every call of the step
+            self._built = (k, m)
+        return self._built[1]
+
+    def check_sent(self, limit: int, where: str) -> None:
+        """ConfigError at the first row (in file order) of a step and rank that sends more than ``limit``
+        (token, expert) pairs: a rank's micro-batch routes ``micro_batch x seq_len x top_k`` at most."""
+        key = np.repeat(np.arange(len(self.steps), dtype=np.int64), np.diff(self.ptr)) * self.ep + self.src
+        starts = np.flatnonzero(np.diff(key, prepend=-1))
+        sent = np.add.reduceat(self.tokens, starts)
+        over = np.flatnonzero(sent > limit)
+        if not len(over):
+            return
+        first = np.minimum.reduceat(self.rows, starts)[over]
+        g = int(over[np.argmin(first)])
+        step, rank = int(self.steps[key[starts[g]] // self.ep]), int(self.src[starts[g]])
+        row = int(first.min())
+        place = f"{self.file}:{self.lines[row]}" if self.lines is not None else f"{self.file}: row {row + 1:,}"
+        raise ConfigError(f"{place}: step {step}: EP rank {rank} sends {sent[g]:,.0f} (token, "
+                          f"expert) pairs; a rank's micro-batch routes at most micro_batch x seq_len x top_k = "
+                          f"{limit:,} (was the file written for another model?)", where)
+
+
+@dataclass
+class _Cells:
+    """The numbers of a routing file by column, and where each row is, for messages."""
+
+    file: str
+    values: dict[str, np.ndarray]
+    lines: np.ndarray | None  #: per row, its physical line (CSV); None: rows are counted (Parquet)
+    raw: Callable[[int, str], object]  #: the cell of row ``i`` and a column as the file has it
+
+    def place(self, i: int) -> str:
+        """``file:line`` or ``file: row N`` (counted from 1) of row ``i``."""
+        return f"{self.file}:{self.lines[i]}" if self.lines is not None else f"{self.file}: row {i + 1:,}"
+
+    def label(self, i: int) -> str:
+        """``line N`` or ``row N`` of row ``i``, to refer back to it."""
+        return f"line {self.lines[i]}" if self.lines is not None else f"row {i + 1:,}"
+
+
+def read_picks(path: str | Path, ep: int, where: str = "workload.moe.routing.path",
+               picks_per_rank: int | None = None) -> PickSteps:
+    """Per step, the ``ep x ep`` picks matrix of a routing file (CSV or Parquet: ``step, src, dst, tokens``).
+
+    Everything is checked before a matrix is used: a regular file of at most :data:`MAX_PICKS_BYTES`
+    and :data:`MAX_PICKS_ROWS` rows, strict UTF-8 (CSV); the four columns, each once; in every row
+    integers (``step`` and ``tokens`` from 0 to 2**53, ``src`` and ``dst`` EP ranks below ``ep``); no
+    (step, src, dst) twice; every EP rank in some row; every step sending something between two
+    ranks; and, given ``picks_per_rank``, no rank sending more in a step. Raises ConfigError at
+    ``where``, its message opening with the file and the line (CSV) or the row counted from 1 (Parquet).
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+    ...     _ = f.write("step,src,dst,tokens\\n0,0,1,10\\n0,1,0,5\\n")
+    >>> read_picks(f.name, 2)[0].tolist()
+    [[0.0, 10.0], [5.0, 0.0]]
+    >>> os.unlink(f.name)
+    """
     file = Path(path)
+    cells = _read_parquet(file, ep, where) if file.suffix.lower() == ".parquet" else _read_csv(file, ep, where)
+    steps = _picks_steps(cells, ep, where)
+    if picks_per_rank is not None:
+        steps.check_sent(picks_per_rank, where)
+    return steps
+
+
+def _opened(read, where: str):
+    """``read()``, an error of :mod:`netsim.inputfile` restated at ``where`` (the file, and the line if known)."""
     try:
-        frame = pd.read_parquet(file) if file.suffix == ".parquet" else pd.read_csv(file)
-    except FileNotFoundError:
-        raise ConfigError(f"routing matrix file {str(file)!r} not found", where) from None
-    except Exception as exc:  # noqa: BLE001 - any parse failure is the file's fault
-        raise ConfigError(f"cannot read routing matrix file {str(file)!r}: {exc}", where) from None
-    missing = [c for c in ("step", "src", "dst", "tokens") if c not in frame.columns]
-    if missing:
-        raise ConfigError(f"{file}: missing column(s) {', '.join(missing)}; a routing matrix file has columns "
-                          "step, src, dst, tokens", where)
-    for col in ("step", "src", "dst", "tokens"):
-        values = pd.to_numeric(frame[col], errors="coerce")
-        bad = ~np.isfinite(values) | (values < 0)
-        if col != "tokens":
-            bad |= values != np.floor(values)
-        if col in ("src", "dst"):
-            bad |= values >= ep
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            allowed = f"an EP rank from 0 to {ep - 1}" if col in ("src", "dst") else \
-                "a number >= 0" if col == "tokens" else "an integer >= 0"
-            raise ConfigError(f"{file}:{row + 2}: {col} is {str(frame[col].iloc[row])!r}; allowed: {allowed}", where)
-        frame[col] = values
-    steps = sorted(int(s) for s in frame["step"].unique())
-    if not steps:
-        raise ConfigError(f"{file}: no rows", where)
-    out = []
-    for s in steps:
-        part = frame[frame["step"] == s]
-        m = np.zeros((ep, ep))
-        np.add.at(m, (part["src"].astype(int).to_numpy(), part["dst"].astype(int).to_numpy()),
-                  part["tokens"].to_numpy(dtype=np.float64))
-        out.append(m)
-    return out
+        return read()
+    except ConfigError as exc:
+        line = f":{exc.line}" if exc.line else ""
+        raise ConfigError(f"{exc.file}{line}: {exc.message}", where) from None
+
+
+def _check_header(names: list[str], place: str, where: str) -> None:
+    """The four columns, each once, and nothing else."""
+    expected = ", ".join(PICKS_COLUMNS)
+    if names and all(_NUMBER.fullmatch(n) for n in names):
+        raise ConfigError(f"{place}: no header: the first line must name the columns {expected}", where)
+    counts = Counter(names)
+    repeated = next((n for n in names if counts[n] > 1), None)
+    if repeated is not None:
+        raise ConfigError(f"{place}: column {shorten(repeated)} appears {counts[repeated]:,} times; each "
+                          "column once", where)
+    unknown = [n for n in names if n not in PICKS_COLUMNS]
+    missing = [c for c in PICKS_COLUMNS if c not in names]
+    if not (unknown or missing):
+        return
+    parts = [f"missing column{'s' * (len(missing) > 1)} {', '.join(missing)}"] if missing else []
+    if unknown:
+        parts.append(f"unknown column{'s' * (len(unknown) > 1)} {', '.join(map(shorten, unknown[:4]))}"
+                     + (f" (and {len(unknown) - 4} more)" if len(unknown) > 4 else ""))
+    hint = did_you_mean(unknown[0], PICKS_COLUMNS) if unknown else ""
+    raise ConfigError(f"{place}: {'; '.join(parts)}; a routing matrix file has columns {expected}{hint}", where)
+
+
+def _records(text: str, file: str, first_line: int, where: str):
+    """(line, fields) of each CSV record of ``text`` whose first line is ``first_line`` of ``file``; a
+    field past the csv module's limit (131,072 characters) is a ConfigError, not a csv.Error."""
+    records = csv.reader(io.StringIO(text))
+    start = 1
+    while True:
+        try:
+            record = next(records)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise ConfigError(f"{file}:{first_line + records.line_num - 1}: not a valid CSV row ({exc})", where) from None
+        yield first_line + start - 1, record
+        start = records.line_num + 1
+
+
+def _read_csv(file: Path, ep: int, where: str) -> _Cells:
+    """The cells of a CSV routing file: a fast read when it holds only plain numbers, else row by row."""
+    raw = _opened(lambda: inputfile.read_bytes(file, MAX_PICKS_BYTES, "routing matrix file"), where)
+    if raw.startswith(b"PAR1"):
+        raise ConfigError(f"{file}: a Parquet file, not CSV text: name it .parquet", where)
+    text = _opened(lambda: inputfile.decode(raw, str(file), "routing matrix file"), where)
+    del raw
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    header, header_line = None, 0
+    for line, record in _records(text, str(file), 1, where):
+        if any(f.strip() for f in record):
+            header, header_line = [f.strip() for f in record], line
+            break
+    if header is None:
+        raise ConfigError(f"{file}: the file is empty; expected a header {','.join(PICKS_COLUMNS)} and a row per "
+                          "(step, src, dst)", where)
+    _check_header(header, f"{file}:{header_line}", where)
+    body = text[_line_offset(text, header_line):]
+    del text
+    if body.count("\n") >= MAX_PICKS_ROWS and sum(1 for line in body.split("\n") if line.strip()) > MAX_PICKS_ROWS:
+        raise ConfigError(f"{file}: more than {MAX_PICKS_ROWS:,} rows; a routing matrix file has at most "
+                          f"{MAX_PICKS_ROWS:,}", where)
+    values, lines = _fast_csv(body, header, header_line)
+    if values is None:
+        values, lines = _strict_csv(body, header, header_line, str(file), ep, where)
+    return _Cells(str(file), values, lines, lambda i, column: _csv_cell(body, header, i, column))
+
+
+def _line_offset(text: str, line: int) -> int:
+    """Where line ``line + 1`` (1-based) of ``text`` starts."""
+    at = 0
+    for _ in range(line):
+        at = text.find("\n", at) + 1
+        if at == 0:
+            return len(text)
+    return at
+
+
+def _fast_csv(text: str, header: list[str], header_line: int):
+    """(columns, line of each row) of the body ``text`` (the lines after the header), read by pandas when
+    it holds only digits, points, signs, exponents, commas and blanks and every row has one field per
+    column; (None, None) otherwise (the row-by-row reader then finds what is wrong)."""
+    import pandas as pd
+
+    body = np.frombuffer(text.encode(), dtype=np.uint8)
+    if not _PLAIN[body].all():
+        return None, None
+    ends = np.flatnonzero(body == ord("\n"))
+    starts = np.concatenate([[0], ends + 1])
+    ends = np.append(ends, len(body))
+    content = (body != ord(" ")) & (body != ord("\t")) & (body != ord("\n"))
+    filled = np.zeros(len(starts), dtype=bool)
+    nonempty = np.flatnonzero(ends > starts)
+    if len(nonempty):  # each span runs to the next non-empty line: the rest of it is newlines, not content
+        filled[nonempty] = np.logical_or.reduceat(content, starts[nonempty])
+    del content
+    rows = starts[filled]
+    commas = np.add.reduceat(body == ord(","), rows, dtype=np.int64) if len(rows) else rows
+    if (commas != len(header) - 1).any():  # (each span runs to the next row: blank lines hold no comma)
+        return None, None
+    try:
+        frame = pd.read_csv(io.StringIO(text), header=None, names=header, dtype=np.float64,
+                            skipinitialspace=True, index_col=False, skip_blank_lines=True)
+    except (ValueError, pd.errors.ParserWarning, csv.Error):
+        return None, None
+    values = {c: frame[c].to_numpy(dtype=np.float64) for c in PICKS_COLUMNS}
+    lines = np.flatnonzero(filled) + header_line + 1
+    if len(lines) != len(frame) or not all(np.isfinite(v).all() for v in values.values()):
+        return None, None
+    return values, lines
+
+
+def _strict_csv(body: str, header: list[str], header_line: int, file: str, ep: int, where: str):
+    """(columns, line of each row) read row by row, or a ConfigError at the first row or cell that is not a
+    number in plain decimal notation."""
+    allowed = _allowed(ep)
+    cells: list[list[float]] = [[] for _ in header]
+    lines: list[int] = []
+    for line, record in _records(body, file, header_line + 1, where):
+        if not any(f.strip() for f in record):
+            continue
+        if len(record) != len(header):
+            raise ConfigError(f"{file}:{line}: a row of {len(record)} field{'s' * (len(record) != 1)}; the header "
+                              f"has {len(header)} columns ({', '.join(header)})", where)
+        for k, (column, field) in enumerate(zip(header, record)):
+            cell = field.strip()
+            value = float(cell) if _NUMBER.fullmatch(cell) else math.nan
+            if not math.isfinite(value):
+                found = "is empty" if not cell else f"is {shorten(cell)}"
+                raise ConfigError(f"{file}:{line}: {column} {found}; allowed: {allowed[column]}", where)
+            cells[k].append(value)
+        lines.append(line)
+        if len(lines) > MAX_PICKS_ROWS:
+            break
+    return {c: np.array(v, dtype=np.float64) for c, v in zip(header, cells)}, np.array(lines, dtype=np.int64)
+
+
+def _csv_cell(body: str, header: list[str], i: int, column: str) -> str:
+    """The text of row ``i`` (non-blank records counted from 0) in ``column``."""
+    k = header.index(column)
+    seen = -1
+    for _, record in _records(body, "", 1, ""):
+        if any(f.strip() for f in record):
+            seen += 1
+            if seen == i:
+                return record[k].strip()
+    return ""
+
+
+def _read_parquet(file: Path, ep: int, where: str) -> _Cells:
+    """The cells of a Parquet routing file: integer or floating columns, no nulls."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _opened(lambda: inputfile.regular_file(file, MAX_PICKS_BYTES, "routing matrix file"), where)
+    try:
+        rows = pq.read_metadata(file).num_rows
+    except (pa.ArrowException, OSError, ValueError):
+        rows = 0  # damaged: read_parquet says how
+    if rows > MAX_PICKS_ROWS:
+        raise ConfigError(f"{file}: {rows:,} rows; a routing matrix file has at most {MAX_PICKS_ROWS:,}", where)
+    table = _opened(lambda: inputfile.read_parquet(file, MAX_PICKS_BYTES, "routing matrix file"), where)
+    names = [n for n in table.column_names if not _PANDAS_INDEX.fullmatch(n)]
+    _check_header(names, str(file), where)
+    values = {}
+    for column in PICKS_COLUMNS:
+        array = table.column(column)
+        kind = array.type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+            raise ConfigError(f"{file}: column {column!r} holds {kind} values; allowed: numbers", where)
+        if array.null_count:
+            row = int(np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
+            raise ConfigError(f"{file}: row {row + 1:,}: {column} is empty (null); allowed: {_allowed(ep)[column]}",
+                              where)
+        values[column] = array.to_numpy().astype(np.float64)
+    return _Cells(str(file), values, None, lambda i, column: table.column(column)[i].as_py())
+
+
+def _allowed(ep: int) -> dict[str, str]:
+    """What each column may hold, in words."""
+    rank = f"an EP rank from 0 to {ep - 1}"
+    return {"step": "an integer from 0 to 2**53", "src": rank, "dst": rank,
+            "tokens": "a whole number of (token, expert) pairs from 0 to 2**53"}
+
+
+def _picks_steps(cells: _Cells, ep: int, where: str) -> PickSteps:
+    """The checked rows of ``cells`` as :class:`PickSteps` (see :func:`read_picks` for the checks)."""
+    n = len(cells.values["step"])
+    if n == 0:
+        raise ConfigError(f"{cells.file}: no rows (only a header); give a row per (step, src, dst)", where)
+    if n > MAX_PICKS_ROWS:
+        raise ConfigError(f"{cells.file}: more than {MAX_PICKS_ROWS:,} rows", where)
+    _check_values(cells, ep, where)
+    step, src, dst = (cells.values[c].astype(np.int64) for c in ("step", "src", "dst"))
+    tokens = cells.values["tokens"]
+    ascending = np.diff(step) > 0
+    ascending |= (np.diff(step) == 0) & ((np.diff(src) > 0) | ((np.diff(src) == 0) & (np.diff(dst) >= 0)))
+    order = np.arange(n) if ascending.all() else np.lexsort((dst, src, step))  # perf: files come sorted
+    key = (step[order], src[order], dst[order])
+    same = (key[0][1:] == key[0][:-1]) & (key[1][1:] == key[1][:-1]) & (key[2][1:] == key[2][:-1])
+    if same.any():
+        r = int(order[1:][same].min())
+        first = int(np.flatnonzero((step == step[r]) & (src == src[r]) & (dst == dst[r]))[0])
+        raise ConfigError(f"{cells.place(r)}: step {step[r]}, src {src[r]}, dst {dst[r]} again (first on "
+                          f"{cells.label(first)}); give each (step, src, dst) once", where)
+    _check_ranks(cells.file, np.union1d(src, dst), ep, where)
+    steps, at = np.unique(key[0], return_index=True)
+    ptr = np.append(at, n)
+    moves = np.add.reduceat(((src[order] != dst[order]) & (tokens[order] > 0)).astype(np.int64), at)
+    idle = np.flatnonzero(moves == 0)
+    if len(idle):
+        row = int(np.minimum.reduceat(order, at)[idle].min())
+        raise ConfigError(f"{cells.place(row)}: step {step[row]} sends no token between two EP ranks (each of its "
+                          "rows has tokens 0 or src = dst): its all-to-all would have nothing to send; give it a pair "
+                          "with src != dst and tokens > 0, or leave the step out", where)
+    return PickSteps(ep, steps, ptr, order, src[order], dst[order], tokens[order], cells.file, cells.lines)
+
+
+def _check_values(cells: _Cells, ep: int, where: str) -> None:
+    """ConfigError at the first row (in file order) holding a value its column does not allow."""
+    allowed = _allowed(ep)
+    high = {"step": MAX_PICKS_VALUE, "src": ep - 1, "dst": ep - 1, "tokens": MAX_PICKS_VALUE}
+    first, column = None, None
+    for c in PICKS_COLUMNS:
+        v = cells.values[c]
+        with np.errstate(invalid="ignore"):
+            bad = ~((v >= 0) & (v <= high[c]) & (v == np.floor(v)))
+        hit = np.flatnonzero(bad)
+        if len(hit) and (first is None or hit[0] < first):
+            first, column = int(hit[0]), c
+    if first is not None:
+        raise ConfigError(f"{cells.place(first)}: {column} is {shorten(cells.raw(first, column))}; allowed: "
+                          f"{allowed[column]}", where)
+
+
+def _check_ranks(file: str, seen: np.ndarray, ep: int, where: str) -> None:
+    """Every EP rank is in some row: each holds tokens and experts, so a file that never names some was
+    written for a smaller group."""
+    if len(seen) == ep:
+        return
+    absent = np.setdiff1d(np.arange(ep), seen)
+    shown = ", ".join(map(str, absent[:6].tolist())) + (f" ... ({len(absent)} ranks)" if len(absent) > 6 else "")
+    raise ConfigError(f"{file}: EP rank{'s' * (len(absent) > 1)} {shown} appear{'s' * (len(absent) == 1)} in no row, "
+                      f"as src or dst; the file names ranks up to {int(seen.max())} but this job's ep is {ep} (was it "
+                      "written for a smaller EP group?)", where)
 
 
 @dataclass
@@ -228,8 +560,12 @@ class MoEPlan:
     model: object          #: the :class:`netsim.workload.training.GPTModel`
     seed: int
     micro_batches: int = 1
-    files: list[np.ndarray] | None = None  #: ``routing: file``: the matrices per step
+    files: Sequence[np.ndarray] | None = None  #: ``routing: file``: the matrices per step (:class:`PickSteps`)
     _popularity: dict[int, np.ndarray] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.files, PickSteps):  # CORRECTNESS: a rank cannot route more pairs than its tokens make
+            self.files.check_sent(self.tokens * self.spec.top_k, "workload.moe.routing.path")
 
     @property
     def tokens(self) -> int:
