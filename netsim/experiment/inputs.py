@@ -60,9 +60,12 @@ def file_reads(spec: ExperimentSpec) -> list[tuple[tuple, str, Callable[[], obje
 def _workload_reads(workload, at: str) -> Iterable[tuple[tuple, str, Callable[[], object]]]:
     """The file reads of one job's workload."""
     if isinstance(workload, ChakraWorkload):
-        from netsim.workload.chakra import read_trace
-        path, ranks = workload.path, workload.ranks
-        yield ("chakra", path, ranks), f"{at}.path", lambda: read_trace(path, ranks)
+        from netsim.workload.chakra import check_trace_files
+        w = workload
+        key = ("chakra", w.path, w.ranks, json.dumps(w.groups, sort_keys=True), w.ops_per_s,
+               json.dumps(w.algorithms, sort_keys=True), w.channels)
+        yield key, f"{at}.path", lambda: check_trace_files(w.path, w.ranks, groups=w.groups, ops_per_s=w.ops_per_s,
+                                                           algorithms=w.algorithms, channels=w.channels)
     elif isinstance(workload, ScheduleWorkload):
         from netsim.engine.schedule_io import read_schedule
         path, ranks = workload.path, workload.ranks
@@ -72,7 +75,11 @@ def _workload_reads(workload, at: str) -> Iterable[tuple[tuple, str, Callable[[]
     if routing is not None and getattr(routing, "type", None) == "file":
         from netsim.workload.moe import read_picks
         path, ep = routing.path, moe.ep
-        yield ("moe", path, ep), f"{at}.moe.routing.path", lambda: read_picks(path, ep, f"{at}.moe.routing.path")
+        model = getattr(workload, "model", None)
+        per_rank = (model.micro_batch * model.seq_len * moe.top_k
+                    if all(hasattr(model, k) for k in ("micro_batch", "seq_len")) else None)
+        yield (("moe", path, ep, per_rank), f"{at}.moe.routing.path",
+               lambda: read_picks(path, ep, f"{at}.moe.routing.path", picks_per_rank=per_rank))
 
 
 def check_input_files(specs: Iterable[ExperimentSpec]) -> int:
