@@ -489,3 +489,27 @@ def test_presets_have_their_published_parameter_counts(scenario, total, active):
     assert params == pytest.approx(total, rel=0.02)
     tokens = plan.model.global_batch * plan.model.seq_len
     assert plan.iteration_flops() / tokens / 6 == pytest.approx(active, rel=0.2)
+
+
+def test_an_ep_1_job_runs_and_its_empty_calls_have_no_bandwidth_not_an_infinite_one():
+    import math
+
+    from netsim.collectives.base import CollectiveRecord
+    from netsim.config import parse_spec
+    from netsim.experiment import run_experiment
+
+    spec = parse_spec({
+        "name": "ep1", "seed": 1,
+        "topology": {"type": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2, "gpus_per_host": 4,
+                     "nics_per_host": 4, "nic": {"bandwidth": "400Gbps"}, "uplink": {"bandwidth": "400Gbps"},
+                     "intra_host": {"bandwidth": "900GB/s"}},
+        "workload": {"type": "training", "gpu": "h100",
+                     "model": {"layers": 2, "hidden": 512, "heads": 8, "seq_len": 512, "vocab": 32000,
+                               "micro_batch": 1, "global_batch": 16},
+                     "parallelism": {"pp": 2, "dp": 8},
+                     "moe": {"experts": 4, "top_k": 2, "ep": 1, "expert_hidden": 1024}}})
+    calls = run_experiment(spec).collectives
+    empty = [c for c in calls if c.op == "alltoallv"]
+    assert empty and all(c.duration_s == 0 and math.isnan(c.algbw_Bps) and math.isnan(c.busbw_Bps) for c in empty)
+    assert all(math.isfinite(c.algbw_Bps) for c in calls if c.duration_s > 0)
+    assert CollectiveRecord(0, 0, "allreduce", "ring", 8.0, 2, 1, 1.0, 1.0).algbw_Bps != float("inf")

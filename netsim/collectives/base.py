@@ -275,8 +275,9 @@ class CollectiveRecord:
 
     @property
     def algbw_Bps(self) -> float:
-        """Algorithm bandwidth: size over time."""
-        return self.size_bytes / self.duration_s if self.duration_s > 0 else float("inf")
+        """Algorithm bandwidth: size over time; NaN (missing in the results) for a call that took no time
+        (nothing to send between GPUs, e.g. an all-to-all-v whose tokens all stay on their rank)."""
+        return self.size_bytes / self.duration_s if self.duration_s > 0 else math.nan
 
     @property
     def busbw_Bps(self) -> float:
