@@ -1,13 +1,13 @@
 """A :class:`~netsim.engine.model.Schedule` as a Parquet file, so any tool can write netsim's input.
 
 **The format** (version 1): one Parquet file, one row per task, in task order (a task's id is its
-row number):
+row number from 0):
 
 ========== ============== ==========================================================================
 column     type           meaning
 ========== ============== ==========================================================================
-``kind``   string         ``send``, ``delay`` or ``join``
-``amount`` float64        bytes of a send, seconds of a delay, 0 for a join (finite, >= 0)
+``kind``   string         ``send``, ``delay`` or ``join`` (any case)
+``amount`` float64        bytes of a send (0 to 2**60), seconds of a delay (0 to 1e6), 0 for a join
 ``deps``   list<int64>    ids of the tasks this one waits for; each must be an *earlier* row
 ``conn``   int64          a send's connection id (a row of the connection table), -1 otherwise
 ========== ============== ==========================================================================
@@ -16,12 +16,16 @@ The connection table (one row per connection id: ``src``, ``dst``, ``channel``, 
 ``tcp``) is kept in the file's key-value metadata under ``netsim.connections``, as JSON of one list
 per column, with ``netsim.schedule`` holding the format version. A file written by another tool may
 leave out ``conn`` and the metadata and give a send's connection inline instead, in columns
-``src`` and ``dst`` (and optionally ``channel``, ``job``, ``comm``, ``tcp``; null on other rows);
-connections then get ids in order of first appearance. ``src`` and ``dst`` are rank indices that a
-run maps to GPUs through its placement.
+``src`` and ``dst`` (and optionally ``channel``, ``job``, ``comm``, ``tcp``, 0 when empty; empty
+(null) on other rows); connections then get ids in order of first appearance. ``src`` and ``dst``
+are rank indices that a run maps to GPUs through its placement. Integer columns may be stored as
+floating point when every value is a whole number (what pandas writes for a column with empty
+cells); ``0.5`` is refused, never rounded.
 
-Reading validates everything a run relies on and raises one :class:`~netsim.errors.ConfigError`
-naming the file and the first bad row.
+Reading validates everything a run relies on, before any of it runs, and raises one
+:class:`~netsim.errors.ConfigError` naming the file, the first bad row (counted from 1, as a
+spreadsheet shows data rows) and the column: :data:`MAX_TASKS` and :data:`MAX_DEPENDENCIES` bound
+the file's size (read from the Parquet footer, before the columns).
 """
 
 from __future__ import annotations
@@ -32,14 +36,24 @@ from pathlib import Path
 
 import numpy as np
 
-from netsim.engine.model import JOIN, KIND_NAMES, SEND, ConnectionTable, Schedule
-from netsim.errors import ConfigError, shorten
+from netsim.engine.model import DELAY, JOIN, KIND_NAMES, SEND, ConnectionTable, Schedule
+from netsim.errors import ConfigError, did_you_mean, shorten
+from netsim.inputfile import at_row, read_parquet
+from netsim.spectypes import MAX_COUNT, MAX_GPUS, MAX_SIZE_BYTES, MAX_TIME_S
 
 #: Format version written into the metadata.
 VERSION = "1"
 _META_VERSION = b"netsim.schedule"
 _META_CONNECTIONS = b"netsim.connections"
 _CONN_FIELDS = ("src", "dst", "channel", "job", "comm", "tcp")
+_COLUMNS = ("kind", "amount", "deps", "conn", *_CONN_FIELDS)
+#: Most tasks (rows) a schedule file may hold: about 1 GB of memory to read and check.
+MAX_TASKS = 10_000_000
+#: Most dependencies (entries of all ``deps`` lists) a schedule file may hold.
+MAX_DEPENDENCIES = 40_000_000
+_DEPS_BATCH = 65_536  #: rows of ``deps`` read at a time, counting dependencies against the limit
+#: Largest ``channel``, ``job`` and ``comm`` id (the experiment file's bound on counts).
+MAX_CONNECTION_ID = MAX_COUNT
 
 
 def write_schedule(schedule: Schedule, path: str | os.PathLike) -> Path:
@@ -85,142 +99,245 @@ def read_schedule(path: str | os.PathLike, n_ranks: int | None = None) -> Schedu
     """The schedule in the Parquet file ``path``, validated (see the module docstring).
 
     ``n_ranks``, when given, bounds the connections' ``src``/``dst`` (rank indices ``0..n_ranks-1``).
-    Raises :class:`~netsim.errors.ConfigError` naming the file and the first bad row: unknown kind,
-    a dependency that is not an earlier task (forward, missing, itself: what a cycle needs), a
-    negative or non-finite amount, a send without a valid connection, a rank out of range.
+    Raises one :class:`~netsim.errors.ConfigError` naming the file, the first bad row (counted from
+    1) and the column: ``docs/traces.md`` lists every check.
     """
+    file = str(path)
+    table = _read_table(path)
+    names = table.column_names
+    meta = table.schema.metadata or {}
+    _check_columns(names, meta, file)
+    kind = _kinds(table.column("kind"), file)
+    amount = _amounts(table.column("amount"), kind, file)
+    dep_ptr, dep_idx = _deps(table.column("deps"), file)
+    high = (n_ranks if n_ranks is not None else MAX_GPUS) - 1
+    if "conn" in names:
+        conn, connections = _stored_connections(table.column("conn"), kind, meta[_META_CONNECTIONS], high, file)
+    else:
+        conn, connections = _inline_connections(table, kind, high, file)
+    _distinct_ends(connections, conn, file)
+    return Schedule(kind, conn, amount, dep_ptr, dep_idx, connections)
+
+
+def _read_table(path: str | os.PathLike):
+    """The file's table, its rows counted from the Parquet footer before any column is read and its
+    dependencies counted while ``deps`` is read a batch at a time (a few kB of Parquet can hold
+    millions of rows or dependencies)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     file = str(path)
-    if not Path(path).is_file():
-        raise ConfigError("schedule file not found" if not Path(path).exists() else "not a regular file", file=file)
+    rows = read_parquet(path, what="schedule file", columns=[]).num_rows
+    names = pq.read_schema(path).names  # readable: read_parquet read it
+    if rows > MAX_TASKS:
+        raise ConfigError(f"{rows:,} tasks; a schedule holds at most {MAX_TASKS:,}", "", file)
+    if rows == 0:
+        raise ConfigError("no tasks: the schedule has no rows", "", file)
+    # CORRECTNESS: not from the footer's column-chunk metadata: pyarrow 26 aborts the process (an
+    # uncaught C++ exception) on a damaged chunk entry read from Python; the batch reader reports it.
+    chunks, count = [], 0
     try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise ConfigError(f"cannot read the schedule: {shorten(str(exc), 200)}", file=file) from None
-    names = set(table.column_names)
-    missing = [c for c in ("kind", "amount", "deps") if c not in names]
-    if missing:
-        raise ConfigError(f"a schedule file needs columns kind, amount, deps (and conn, or src and dst); missing "
-                          f"{', '.join(missing)}", file=file)
-    n = table.num_rows
-    kind = _kinds(table.column("kind"), file)
-    amount = _floats(table.column("amount"), "amount", file)
-    dep_ptr, dep_idx = _deps(table.column("deps"), n, file)
-    meta = table.schema.metadata or {}
-    if "conn" in names and _META_CONNECTIONS in meta:
-        conn = _ints(table.column("conn"), "conn", file, fill=-1)
-        connections = _connection_table(meta[_META_CONNECTIONS], file)
-    elif "src" in names and "dst" in names:
-        conn, connections = _inline_connections(table, kind, file)
-    else:
-        raise ConfigError("the connections are missing: give a conn column with the netsim.connections metadata "
-                          "(what write_schedule writes) or src and dst columns", file=file)
-    schedule = Schedule(kind, conn, amount, dep_ptr, dep_idx, connections)
-    _validate(schedule, file, n_ranks)
-    return schedule
-
-
-def _row_error(file: str, row: int, message: str) -> ConfigError:
-    return ConfigError(f"row {row} (task {row}): {message}", file=file)
-
-
-def _kinds(column, file: str) -> np.ndarray:
-    values = column.to_pylist()
-    lookup = {name: code for code, name in enumerate(KIND_NAMES)}
-    out = np.empty(len(values), dtype=np.int8)
-    for i, v in enumerate(values):
-        code = lookup.get(v.lower() if isinstance(v, str) else v)
-        if code is None:
-            raise _row_error(file, i, f"unknown kind {shorten(v)}; valid: {', '.join(KIND_NAMES)}")
-        out[i] = code
-    return out
-
-
-def _floats(column, name: str, file: str) -> np.ndarray:
-    try:
-        arr = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ConfigError(f"column {name} must hold numbers", file=file) from None
-    bad = np.flatnonzero(~(arr >= 0) | ~np.isfinite(arr))
-    if len(bad):
-        raise _row_error(file, int(bad[0]), f"{name} must be finite and >= 0, got {arr[bad[0]]!r}")
-    return arr
-
-
-def _ints(column, name: str, file: str, fill: int | None = None) -> np.ndarray:
-    values = column.to_pylist()
-    out = np.empty(len(values), dtype=np.int64)
-    for i, v in enumerate(values):
-        if v is None and fill is not None:
-            v = fill
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise _row_error(file, i, f"{name} must be an integer, got {shorten(v)}")
-        out[i] = v
-    return out
-
-
-def _deps(column, n: int, file: str) -> tuple[np.ndarray, np.ndarray]:
-    """The CSR of the ``deps`` list column; every dependency an earlier row."""
-    import pyarrow as pa
-
-    chunks = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if not (pa.types.is_list(chunks.type) or pa.types.is_large_list(chunks.type)) or \
-            not pa.types.is_integer(chunks.type.value_type):
-        raise ConfigError(f"column deps must be a list of task ids (list<int64>), got {chunks.type}", file=file)
-    lengths = np.asarray(chunks.value_lengths().fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=ptr[1:])
-    flat = chunks.flatten()
-    if flat.null_count:
-        owner = np.repeat(np.arange(n), lengths)
-        raise _row_error(file, int(owner[np.flatnonzero(flat.is_null().to_numpy(zero_copy_only=False))[0]]),
-                         "a dependency is null")
-    idx = np.asarray(flat.to_numpy(zero_copy_only=False), dtype=np.int64)
-    owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    bad = np.flatnonzero((idx < 0) | (idx >= owner))
-    if len(bad):
-        row, dep = int(owner[bad[0]]), int(idx[bad[0]])
-        what = ("does not exist" if dep < 0 or dep >= n else "is itself" if dep == row else "comes later")
-        raise _row_error(file, row, f"depends on task {dep}, which {what}: a task may only wait for earlier "
-                                    "rows (tasks in a topological order, so the schedule has no cycle)")
-    return ptr, idx
-
-
-def _connection_table(raw: bytes, file: str) -> ConnectionTable:
-    try:
-        columns = json.loads(raw)
-        cols = [np.asarray(columns[f], dtype=np.int64) for f in _CONN_FIELDS]
-    except (ValueError, KeyError, TypeError):
-        raise ConfigError(f"the netsim.connections metadata must be JSON with lists {', '.join(_CONN_FIELDS)}",
-                          file=file) from None
-    if len({len(c) for c in cols}) > 1:
-        raise ConfigError("the netsim.connections lists have different lengths", file=file)
-    table = ConnectionTable()
-    if len(cols[0]):
-        ids = table.add(*cols)
-        if not np.array_equal(ids, np.arange(len(cols[0]))):
-            dup = int(np.flatnonzero(ids != np.arange(len(cols[0])))[0])
-            raise ConfigError(f"connection {dup} of the netsim.connections metadata repeats an earlier one",
-                              file=file)
+        if "deps" in names:
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=_DEPS_BATCH, columns=["deps"]):
+                deps = batch.column(0)
+                if pa.types.is_list(deps.type) or pa.types.is_large_list(deps.type):
+                    count += deps.offsets[-1].as_py() - deps.offsets[0].as_py()
+                    _dependency_count(count, file)
+                chunks.append(deps)
+        table = read_parquet(path, what="schedule file", columns=[n for n in names if n != "deps"])
+        if chunks:  # (ArrowInvalid when a damaged file's deps has another length than its other columns)
+            table = table.append_column("deps", pa.chunked_array(chunks, chunks[0].type))
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise ConfigError(f"not a readable Parquet file ({shorten(str(exc), 160)})", "", file) from None
     return table
 
 
-def _inline_connections(table, kind: np.ndarray, file: str) -> tuple[np.ndarray, ConnectionTable]:
-    """Connection ids from inline ``src``/``dst``(/``channel``/``job``/``comm``/``tcp``) columns."""
+def _dependency_count(count: int, file: str) -> None:
+    if count > MAX_DEPENDENCIES:
+        raise ConfigError(f"more than {MAX_DEPENDENCIES:,} dependencies; a schedule holds at most "
+                          f"{MAX_DEPENDENCIES:,}", "", file)
+
+
+def _check_columns(names: list[str], meta: dict, file: str) -> None:
+    """Known columns only; the required ones present; connections given one way, not both."""
+    unknown = [n for n in names if n not in _COLUMNS]
+    if unknown:
+        raise ConfigError(f"unknown column {shorten(unknown[0])}; the columns are {', '.join(_COLUMNS)}"
+                          f"{did_you_mean(unknown[0], _COLUMNS)}", "", file)
+    missing = [c for c in ("kind", "amount", "deps") if c not in names]
+    if missing:
+        raise ConfigError(f"no {', '.join(missing)} column: a schedule needs kind, amount and deps (and conn, or "
+                          "src and dst, when it has sends)", "", file)
+    inline = [c for c in _CONN_FIELDS if c in names]
+    if "conn" in names and inline:
+        raise ConfigError(f"both a conn column and {inline[0]}: give connections either as conn with the "
+                          "netsim.connections metadata (what write_schedule writes) or inline as src and dst", "", file)
+    if ("conn" in names) != (_META_CONNECTIONS in meta):
+        has, lacks = ("a conn column", "netsim.connections metadata") if "conn" in names else \
+            ("netsim.connections metadata", "conn column")
+        raise ConfigError(f"{has} but no {lacks}: conn numbers the connections listed in the metadata (what "
+                          "write_schedule writes); a file written by another tool gives src and dst instead", "", file)
+    version = meta.get(_META_VERSION)
+    if version is not None and version != VERSION.encode():
+        raise ConfigError(f"schedule format version {shorten(version.decode(errors='replace'))}; this netsim reads "
+                          f"version {VERSION}", "", file)
+
+
+def _column(column, name: str, file: str):
+    """``column`` as one Arrow array (a dictionary column decoded)."""
+    import pyarrow as pa
+
+    try:
+        array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
+    except (pa.ArrowException, ValueError) as exc:
+        raise ConfigError(f"cannot read the column: {shorten(str(exc), 160)}", f"column {name!r}", file) from None
+
+
+def _first_null(array, name: str, file: str, what: str, rows: np.ndarray | None = None) -> None:
+    """Refuse a null in ``array`` (at table row ``rows[i]``, or ``i``)."""
+    if array.null_count:
+        i = int(np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
+        raise at_row(file, int(rows[i]) if rows is not None else i, name, f"empty (null); {what}")
+
+
+def _kinds(column, file: str) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    array = _column(column, "kind", file)
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        raise ConfigError(f"holds {array.type} values; expected text: send, delay or join", "column 'kind'", file)
+    _first_null(array, "kind", file, "expected send, delay or join")
+    try:
+        codes = pc.index_in(pc.utf8_lower(array), value_set=pa.array(KIND_NAMES, array.type))
+    except pa.ArrowInvalid:  # damaged string data
+        raise ConfigError("holds bytes that are not UTF-8 text; expected send, delay or join", "column 'kind'",
+                          file) from None
+    if codes.null_count:
+        i = int(np.flatnonzero(codes.is_null().to_numpy(zero_copy_only=False))[0])
+        raise at_row(file, i, "kind", f"unknown kind {shorten(array[i].as_py())}; valid: {', '.join(KIND_NAMES)}"
+                     f"{did_you_mean(array[i].as_py(), KIND_NAMES)}")
+    return codes.to_numpy(zero_copy_only=False).astype(np.int8)
+
+
+def _amounts(column, kind: np.ndarray, file: str) -> np.ndarray:
+    """``amount`` as float64: finite, >= 0, within its kind's limit (a join's is 0)."""
+    import pyarrow as pa
+
+    array = _column(column, "amount", file)
+    if not (pa.types.is_integer(array.type) or pa.types.is_floating(array.type)):
+        raise ConfigError(f"holds {array.type} values; expected numbers (bytes of a send, seconds of a delay)",
+                          "column 'amount'", file)
+    _first_null(array, "amount", file, "expected bytes of a send, seconds of a delay, 0 for a join")
+    amount = np.asarray(array.to_numpy(zero_copy_only=False), dtype=np.float64)
+    high = np.array([MAX_SIZE_BYTES, MAX_TIME_S, 0.0])[kind]
+    bad = np.flatnonzero(~((amount >= 0) & (amount <= high)))
+    if len(bad):
+        i = int(bad[0])
+        allowed = {SEND: f"bytes from 0 to 2**60 ({MAX_SIZE_BYTES:.4g})", DELAY: f"seconds from 0 to {MAX_TIME_S:g}",
+                   JOIN: "0: a join takes no time (use a delay)"}[int(kind[i])]
+        raise at_row(file, i, "amount", f"{_shown(array[i].as_py())} for a {KIND_NAMES[kind[i]]}; allowed: {allowed}")
+    return amount
+
+
+def _deps(column, file: str) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR of the ``deps`` list column; every dependency an earlier row (so the graph has no cycle)."""
+    import pyarrow as pa
+
+    array = _column(column, "deps", file)
+    if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+        raise ConfigError(f"holds {array.type} values; expected lists of task ids (row numbers from 0)",
+                          "column 'deps'", file)
+    _first_null(array, "deps", file, "expected a list of task ids ([] for none)")
+    n = len(array)
+    lengths = np.asarray(array.value_lengths().to_numpy(zero_copy_only=False), dtype=np.int64)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    owner = np.repeat(np.arange(n, dtype=np.int32 if n < 2**31 else np.int64), lengths)
+    flat = array.flatten()
+    _dependency_count(len(flat), file)
+    _first_null(flat, "deps", file, "a dependency must be a task id", owner)
+    idx = _whole(flat, "deps", file, owner, "a task id (a row number from 0)")
+    bad = np.flatnonzero((idx < 0) | (idx >= owner))
+    if len(bad):
+        row, dep = int(owner[bad[0]]), flat[int(bad[0])].as_py()
+        what = "does not exist" if not 0 <= dep < n else "is itself" if dep == row else "comes later"
+        target = f"task {_shown(dep)}" + (f" (row {dep + 1:,})" if 0 <= dep < n else "")
+        raise at_row(file, row, "deps", f"depends on {target}, which {what}: a task waits only for earlier rows "
+                                        "(task ids are row numbers from 0, in a topological order: no cycle)")
+    return ptr, idx.astype(np.int64, copy=False)
+
+
+def _whole(array, name: str, file: str, rows: np.ndarray | None, what: str, bool_ok: bool = False) -> np.ndarray:
+    """The non-null Arrow ``array`` as numbers, each whole (a floating-point column is accepted when every
+    value is: what pandas writes for a column with empty cells); ``rows[i]`` is value i's table row."""
+    _integer_type(array, name, file, what, bool_ok)
+    values = array.to_numpy(zero_copy_only=False)
+    if values.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(values) | (values != np.floor(values)))
+        if len(bad):
+            i = int(bad[0])
+            raise at_row(file, int(rows[i]) if rows is not None else i, name,
+                         f"{_shown(values[i])} is not a whole number; expected {what}, an integer")
+    return values
+
+
+def _integer_type(array, name: str, file: str, what: str, bool_ok: bool = False) -> None:
+    """Refuse a column whose type cannot hold integers (text, lists; booleans unless ``bool_ok``)."""
+    import pyarrow as pa
+
+    t = array.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or (bool_ok and pa.types.is_boolean(t))):
+        raise ConfigError(f"holds {t} values; expected integers ({what})", f"column {name!r}", file)
+
+
+def _integers(array, name: str, file: str, rows: np.ndarray | None, what: str, low: int, high: int,
+              bool_ok: bool = False) -> np.ndarray:
+    """The non-null Arrow ``array`` as int64, each a whole number in ``[low, high]``."""
+    values = _whole(array, name, file, rows, what, bool_ok)
+    bad = np.flatnonzero(~((values >= low) & (values <= high)))
+    if len(bad):
+        i = int(bad[0])
+        raise at_row(file, int(rows[i]) if rows is not None else i, name,
+                     f"{_shown(array[i].as_py())} is out of range: expected {what}, from {low:,} to {high:,}")
+    return values.astype(np.int64, copy=False)
+
+
+def _shown(value) -> str:
+    """A value for a message: a whole float as an integer would read (1.0 -> 1.0), no numpy repr."""
+    return shorten(value.item() if isinstance(value, np.generic) else value)
+
+
+def _inline_connections(table, kind: np.ndarray, high: int, file: str) -> tuple[np.ndarray, ConnectionTable]:
+    """Connection ids from inline ``src``/``dst``(/``channel``/``job``/``comm``/``tcp``) columns: set on
+    sends, empty (null) on other rows; ids in order of first appearance."""
+    import pyarrow as pa
+
     sends = np.flatnonzero(kind == SEND)
     cols = []
-    for f in _CONN_FIELDS:
-        if f not in table.column_names:
+    for name in _CONN_FIELDS:
+        if name not in table.column_names:
+            if name in ("src", "dst") and len(sends):
+                raise at_row(file, int(sends[0]), name, f"a send needs a {name} rank, but the file has no {name} "
+                                                        "column (nor conn with the netsim.connections metadata)")
             cols.append(np.zeros(len(sends), dtype=np.int64))
             continue
-        values = table.column(f).to_pylist()
-        picked = [values[i] for i in sends.tolist()]
-        for i, v in zip(sends.tolist(), picked):
-            if f in ("src", "dst") and v is None or v is not None and not isinstance(v, (int, bool, np.integer)):
-                raise _row_error(file, i, f"a send needs an integer {f}, got {shorten(v)}")
-        cols.append(np.asarray([0 if v is None else int(v) for v in picked], dtype=np.int64))
+        array = _column(table.column(name), name, file)
+        valid = array.is_valid().to_numpy(zero_copy_only=False)
+        other = np.flatnonzero(valid & (kind != SEND))
+        if len(other):
+            i = int(other[0])
+            raise at_row(file, i, name, f"{_shown(array[i].as_py())} on a {KIND_NAMES[kind[i]]}: only a send has a "
+                                        f"connection; leave {name} empty (null) on other rows")
+        what, low, high_ = _field_range(name, high)
+        _integer_type(array, name, file, what, bool_ok=name == "tcp")
+        picked = array.take(pa.array(sends))
+        if name in ("src", "dst"):
+            _first_null(picked, name, file, f"a send needs a {name} rank", sends)
+        else:
+            picked = picked.fill_null(False if pa.types.is_boolean(picked.type) else 0)
+        cols.append(_integers(picked, name, file, sends, what, low, high_, bool_ok=name == "tcp"))
     connections = ConnectionTable()
     conn = np.full(len(kind), -1, dtype=np.int64)
     if len(sends):
@@ -228,33 +345,89 @@ def _inline_connections(table, kind: np.ndarray, file: str) -> tuple[np.ndarray,
     return conn, connections
 
 
-def _validate(s: Schedule, file: str, n_ranks: int | None) -> None:
-    """Per-row checks the column readers did not make (connections of sends, ranks, amounts of joins)."""
-    n_conn = len(s.connections)
-    sends = s.kind == SEND
-    bad = np.flatnonzero(sends & ((s.conn < 0) | (s.conn >= n_conn)))
+def _field_range(name: str, high: int) -> tuple[str, int, int]:
+    """(what the value is, lowest, highest) of a connection field."""
+    if name in ("src", "dst"):
+        return "a rank" if high == MAX_GPUS - 1 else f"a rank (the job has {high + 1:,} ranks)", 0, high
+    if name == "tcp":
+        return "0 or 1 (false or true)", 0, 1
+    return f"a {name} id", 0, MAX_CONNECTION_ID
+
+
+def _stored_connections(column, kind: np.ndarray, raw: bytes, high: int, file: str):
+    """Connection ids from the ``conn`` column and the table in the ``netsim.connections`` metadata."""
+    import pyarrow as pa
+
+    connections = _connection_table(raw, high, file)
+    array = _column(column, "conn", file)
+    sends = kind == SEND
+    what = "a connection id, or -1 on a delay or join"
+    _integer_type(array, "conn", file, what)
+    n_conn = len(connections)
+    if pa.types.is_unsigned_integer(array.type):  # no -1 in it: any value past the table is out of range
+        _integers(array.drop_null(), "conn", file, np.flatnonzero(array.is_valid().to_numpy(zero_copy_only=False)),
+                  what, 0, max(n_conn - 1, 0))
+        array = array.cast(pa.int64())
+    filled = array.fill_null(-1) if not pa.types.is_floating(array.type) else array.fill_null(-1.0)
+    conn = _integers(filled, "conn", file, None, what, -1, max(n_conn - 1, -1))
+    valid = array.is_valid().to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(sends & (conn < 0))
     if len(bad):
-        raise _row_error(file, int(bad[0]), f"a send names connection {int(s.conn[bad[0]])}, but the table has "
-                                            f"{n_conn} (ids 0..{n_conn - 1})")
-    bad = np.flatnonzero(~sends & (s.conn != -1))
+        i = int(bad[0])
+        raise at_row(file, i, "conn", f"{'empty (null)' if not valid[i] else '-1'} on a send: a send names one of "
+                                      f"the {n_conn:,} connections of the netsim.connections metadata (0..{n_conn - 1})")
+    bad = np.flatnonzero(~sends & (conn != -1))
     if len(bad):
-        raise _row_error(file, int(bad[0]), f"a {KIND_NAMES[s.kind[bad[0]]]} names a connection (conn must be -1)")
-    bad = np.flatnonzero((s.kind == JOIN) & (s.amount != 0))
-    if len(bad):
-        raise _row_error(file, int(bad[0]), "a join takes no time: its amount must be 0 (use a delay)")
-    if n_conn:
-        src, dst = s.connections.column("src"), s.connections.column("dst")
-        limit = n_ranks if n_ranks is not None else np.iinfo(np.int64).max
-        for name, col in (("src", src), ("dst", dst)):
-            wrong = np.flatnonzero((col < 0) | (col >= limit))
-            if len(wrong):
-                row = int(np.flatnonzero(sends & (s.conn == wrong[0]))[0]) if np.any(s.conn == wrong[0]) else None
-                where = f"row {row} (task {row}): " if row is not None else f"connection {int(wrong[0])}: "
-                allowed = f"the job has {n_ranks} ranks (0..{n_ranks - 1})" if n_ranks else "ranks are >= 0"
-                raise ConfigError(f"{where}{name} rank {int(col[wrong[0]])} is out of range: {allowed}", file=file)
-        same = np.flatnonzero(src == dst)
-        if len(same):
-            raise ConfigError(f"connection {int(same[0])}: src and dst are both rank {int(src[same[0]])}", file=file)
+        i = int(bad[0])
+        raise at_row(file, i, "conn", f"{int(conn[i])} on a {KIND_NAMES[kind[i]]}: only a send has a connection; "
+                                      "give -1 (or leave it empty) on other rows")
+    return conn, connections
+
+
+def _connection_table(raw: bytes, high: int, file: str) -> ConnectionTable:
+    """The ``netsim.connections`` metadata: JSON of six equal-length lists of integers within their ranges."""
+    where = "netsim.connections metadata"
+    try:
+        columns = json.loads(raw)
+    except (ValueError, RecursionError):
+        columns = None
+    if not isinstance(columns, dict) or not all(isinstance(columns.get(f), list) for f in _CONN_FIELDS):
+        raise ConfigError(f"the {where} must be JSON with lists {', '.join(_CONN_FIELDS)}", "", file)
+    lengths = {f: len(columns[f]) for f in _CONN_FIELDS}
+    if len(set(lengths.values())) > 1:
+        raise ConfigError(f"the {where} lists have different lengths ({', '.join(f'{f}: {n}' for f, n in lengths.items())})",
+                          "", file)
+    cols = []
+    for name in _CONN_FIELDS:
+        what, low, top = _field_range(name, high)
+        values = columns[name]
+        for i, v in enumerate(values):
+            whole = isinstance(v, int) and (name == "tcp" or not isinstance(v, bool))
+            if not whole or not low <= v <= top:
+                raise ConfigError(f"connection {i}: {name} {shorten(v)}: expected {what}, an integer from {low:,} "
+                                  f"to {top:,}", where, file)
+        cols.append(np.asarray(values, dtype=np.int64))
+    table = ConnectionTable()
+    if len(cols[0]):
+        ids = table.add(*cols)
+        if not np.array_equal(ids, np.arange(len(cols[0]))):
+            dup = int(np.flatnonzero(ids != np.arange(len(cols[0])))[0])
+            raise ConfigError(f"connection {dup} repeats connection {int(ids[dup])}", where, file)
+    return table
+
+
+def _distinct_ends(connections: ConnectionTable, conn: np.ndarray, file: str) -> None:
+    """Refuse a connection from a rank to itself (at the first send on it)."""
+    if not len(connections):
+        return
+    src, dst = connections.column("src"), connections.column("dst")
+    same = np.flatnonzero(src == dst)
+    if len(same):
+        rows = np.flatnonzero(conn == same[0])
+        message = f"dst is rank {int(dst[same[0]])}, the same as src: a message goes to another rank"
+        if len(rows):
+            raise at_row(file, int(rows[0]), "dst", message)
+        raise ConfigError(f"connection {int(same[0])}: {message}", "netsim.connections metadata", file)
 
 
 def ranks_of(schedule: Schedule) -> int:

@@ -94,7 +94,8 @@ def check_input_files(specs: Iterable[ExperimentSpec]) -> int:
             try:
                 read()
             except ConfigError as exc:
-                if exc.file or exc.path:  # (the reader named the file, or the YAML path)
-                    raise
-                raise ConfigError(exc.message, where) from None
+                # at the YAML path that names the file (the experiment's line is added when reported), the
+                # reader's place in the file (file:line, file: row N, column) kept in the message, as a run says
+                raise ConfigError(exc.format() if exc.file else exc.message, where if exc.file else exc.path or where) \
+                    from None
     return len(seen)

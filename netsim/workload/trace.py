@@ -51,9 +51,12 @@ def is_trace(workload) -> bool:
 
 
 def _located(exc: ConfigError) -> ConfigError:
-    """A trace file's error as an error at ``workload.path`` (the file named in the message), so the
-    experiment file's line is added when it is reported."""
-    return ConfigError(f"{exc.file}: {exc.message}" if exc.file else exc.message, exc.path or "workload.path")
+    """A trace file's error as an error at ``workload.path``, the file and its place (``file: row 3,
+    column 'src'``, ``file:12``) kept in the message, so the experiment file's line is added when it
+    is reported."""
+    if not exc.file:
+        return ConfigError(exc.message, exc.path or "workload.path")
+    return ConfigError(exc.format(), "workload.path")
 
 
 def trace_ranks(workload: ChakraWorkload | ScheduleWorkload) -> int:

@@ -110,7 +110,7 @@ def _destroyed(root: Path) -> list[str]:
     for rel, text in SENTINELS.items():
         p = root / rel
         try:
-            if p.read_text() != f"sentinel {text}\n":
+            if p.read_bytes() != f"sentinel {text}\n".encode():  # (bytes: a case may write binary over it)
                 lost.append(f"{rel} changed")
         except OSError:
             lost.append(f"{rel} missing")
