@@ -103,7 +103,7 @@ def test_bad_headers(tmp_path, text, expected):
 
 def test_comment_lines_keep_line_numbers_right(tmp_path):
     path = write(tmp_path, "# a comment\n" + HEADER + "j0,0,8,gpt-3.6b,,,,1,\n\n# another\nj1,0,8,gpt-3.6x,,,,1,\n")
-    with pytest.raises(ConfigError, match=r"trace\.csv:6: model: unknown model"):
+    with pytest.raises(ConfigError, match=r"trace\.csv:6: column 'model': unknown model"):
         read_trace(path)
 
 
@@ -117,10 +117,10 @@ def test_parquet_round_trip_and_errors_name_the_row(tmp_path):
     bad = trace.jobs.drop(columns=["kind"]).copy()
     bad.loc[3, "gpus"] = 0
     bad.to_parquet(tmp_path / "bad.parquet")
-    with pytest.raises(ConfigError, match=r"bad\.parquet: row 3, column gpus: expected a number of GPUs"):
+    with pytest.raises(ConfigError, match=r"bad\.parquet: row 4, column 'gpus': expected a whole number of GPUs from 1 to 2,000,000, got 0$"):
         read_trace(tmp_path / "bad.parquet")
     write(tmp_path, "not parquet", "junk.parquet")
-    with pytest.raises(ConfigError, match="cannot read as Parquet"):
+    with pytest.raises(ConfigError, match="not a readable Parquet file"):
         read_trace(tmp_path / "junk.parquet")
     with pytest.raises(ConfigError, match=r"\.csv or \.parquet"):
         read_trace(tmp_path / "t.json")
@@ -166,7 +166,7 @@ def test_expert_parallelism_goes_with_moe_presets(tmp_path):
     trace = read_trace(path)
     assert "moe" not in trace.workload("a") or trace.workload("a")["moe"]["ep"] == 4
     assert trace.workload("b")["moe"] == {"experts": 8, "top_k": 2, "ep": 2, "expert_hidden": 128}
-    for rows, expected in [("a,0,4,moe,1,2,2,,1\n", r"trace.csv:2: ep: ep \(4, from moe\) must divide dp \(2\)"),
+    for rows, expected in [("a,0,4,moe,1,2,2,,1\n", r"trace.csv:2: column 'ep': ep \(4, from moe\) must divide dp \(2\)"),
                            ("a,0,8,moe,1,2,4,3,1\n", r"ep \(3\) must divide dp \(4\)"),
                            ("a,0,8,gpt-3.6b,1,2,4,2,1\n", "ep applies to mixture-of-experts presets")]:
         write(tmp_path, head + rows)
@@ -385,7 +385,7 @@ def test_cli_converts_helios(tmp_path, helios_log):
 
 
 @pytest.mark.parametrize("argv,expected", [
-    (["trace-check", "{tmp}/missing.csv"], "file not found"),
+    (["trace-check", "{tmp}/missing.csv"], "missing.csv: job trace not found"),
     (["trace-check", "{small}", "--max-gpus", "32"], "1 to 32 (the cluster's GPUs)"),
     (["trace-synth", "{tmp}/t.csv", "--span", "1week"], "--span: cannot parse"),
     (["trace-synth", "{tmp}/t.csv", "--models", "gpt-3:1"], "--models: unknown model"),

@@ -3,10 +3,12 @@ converted from a public trace and checked (a thin shell over :mod:`netsim.cluste
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from netsim.cli.app import _fail, _out
@@ -38,19 +40,21 @@ def trace_synth(out: OutArgument,
                 seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same trace).")] = 0,
                 force: ForceOption = False) -> None:
     """Write a synthetic job trace: Poisson arrivals, a size mix, models by size class, runnable parallelism."""
+    from netsim.cluster.presets import PresetCache
     from netsim.cluster.synthetic import synthetic_trace
-    from netsim.cluster.trace import parse_duration
     try:
         _check_out(out, force)
         trace = synthetic_trace(jobs, span_s=_seconds(span, "--span"), rate_per_hour=rate, cluster_gpus=gpus,
-                                size_mix=_mix(sizes, "--sizes", int) if sizes else None,
-                                model_mix=_mix(models, "--models", str) if models else None,
-                                iterations=iterations, median_duration_s=parse_duration(median_duration),
+                                size_mix=_mix(sizes, "--sizes", int) if sizes is not None else None,
+                                model_mix=_mix(models, "--models", str) if models is not None else None,
+                                iterations=iterations, median_duration_s=_seconds(median_duration, "--median-duration"),
                                 duration_sigma=sigma, seed=seed)
+        presets = PresetCache(trace.preset_dirs)
+        _check_out(out, force, [p.path for p in map(presets.get, set(trace.jobs["model"])) if p is not None])
         trace.write(out)
     except (NetsimError, OSError) as exc:
         _fail(_as_error(exc))
-    _out().print(f"{out}: {len(trace):,} jobs, seed {seed}", highlight=False)
+    _out().print(f"{out}: {len(trace):,} jobs, seed {seed}", highlight=False, markup=False)
     _summary(trace)
 
 
@@ -75,9 +79,13 @@ def trace_convert(fmt: Annotated[str, typer.Argument(help="The source's layout: 
                       "attempts added (sum).")] = None,
                   min_gpus: Annotated[int, typer.Option("--min-gpus", help="Drop smaller jobs.")] = 1,
                   force: ForceOption = False) -> None:
-    """Convert a public cluster trace to a job trace and say how many jobs were dropped, and why."""
+    """Convert a public cluster trace to a job trace and say how many jobs were dropped, why, and where."""
     from netsim.cluster.convert import convert
+    from netsim.inputfile import refuse_overwrite
+    flags = {"max_gpus": "--max-gpus", "min_gpus": "--min-gpus", "limit": "--limit", "start_s": "--start",
+             "end_s": "--end", "statuses": "--status", "attempts": "--attempts", "format": "FORMAT"}
     try:
+        refuse_overwrite(out, [source], "OUT")
         _check_out(out, force)
         options = {"statuses": tuple(status)} if status else {}
         if attempts is not None:
@@ -87,8 +95,12 @@ def trace_convert(fmt: Annotated[str, typer.Argument(help="The source's layout: 
                          min_gpus=min_gpus, **options)
         result.trace.write(out)
     except (NetsimError, OSError) as exc:
+        if isinstance(exc, ConfigError) and exc.path in flags and not exc.file:
+            exc = ConfigError(exc.message, flags[exc.path])
         _fail(_as_error(exc))
-    _out().print(f"{out}: {result.describe()}", highlight=False)
+    summary, *first_dropped = result.report()
+    for line in (f"{out}: {summary}", *first_dropped):
+        _out().print(line, highlight=False, markup=False, soft_wrap=True)
     _summary(result.trace)
 
 
@@ -100,7 +112,7 @@ def trace_check(file: Annotated[Path, typer.Argument(help="Job trace (.csv or .p
         trace = read_trace(file, max_gpus=max_gpus)
     except (NetsimError, OSError) as exc:
         _fail(_as_error(exc))
-    _out().print(f"{file}: ok", highlight=False)
+    _out().print(f"{file}: ok", highlight=False, markup=False)
     _summary(trace)
 
 
@@ -115,22 +127,31 @@ def _summary(trace) -> None:
     totals.add_row("submitted over", f"{float(jobs['submit_s'].max()) / 3600:,.2f} h")
     totals.add_row("GPU-hours", f"{trace.gpu_hours():,.1f} (of the jobs given by duration)")
     totals.add_row("largest job", f"{int(jobs['gpus'].max()):,} GPUs")
-    totals.add_row("models", ", ".join(f"{m} ({n})" for m, n in jobs["model"].value_counts().items())[:300])
+    models = jobs["model"].value_counts()
+    more = f", and {len(models) - SHOWN_ROWS:,} more" if len(models) > SHOWN_ROWS else ""
+    totals.add_row("models", escape(", ".join(f"{m} ({n:,})" for m, n in models.head(SHOWN_ROWS).items())[:300] + more))
     _out().print(totals)
-    hist = Table(title="job sizes", title_justify="left")
+    counts = jobs["gpus"].value_counts()
+    shown = counts.head(SHOWN_ROWS).sort_index()
+    title = "job sizes" + (f" (the {SHOWN_ROWS} commonest of {len(counts):,})" if len(counts) > SHOWN_ROWS else "")
+    hist = Table(title=title, title_justify="left")
     for col in ("GPUs", "jobs", "share", ""):
         hist.add_column(col, justify="right" if col != "" else "left")
-    counts = jobs["gpus"].value_counts().sort_index()
-    for gpus, n in counts.items():
+    for gpus, n in shown.items():
         share = n / len(jobs)
         hist.add_row(f"{gpus:,}", f"{n:,}", f"{share:.0%}", "#" * max(1, round(40 * n / counts.max())))
     _out().print(hist)
 
 
-def _check_out(out: Path, force: bool) -> None:
+def _check_out(out: Path, force: bool, inputs: Iterable = ()) -> None:
+    """ConfigError unless ``out`` ends in .csv, .parquet or .pq (the format written), is none of
+    ``inputs`` (with or without ``--force``) and is new (or ``force``)."""
     from netsim.experiment.outdir import check_new_file
+    from netsim.inputfile import refuse_overwrite
     if out.suffix.lower() not in (".csv", ".parquet", ".pq"):
-        raise ConfigError(f"expected an output file ending in .csv or .parquet, got {shorten(out.name)}")
+        raise ConfigError(f"expected an output file ending in .csv or .parquet (the format written), got "
+                          f"{shorten(out.name)}", "OUT")
+    refuse_overwrite(out, inputs, "OUT")
     check_new_file(out, force=force, option="OUT")
 
 
@@ -143,24 +164,30 @@ def _seconds(value: str, option: str) -> float:
 
 
 def _mix(text: str, option: str, key_type: type) -> dict:
-    """``A:0.5,B:0.5`` as a mapping; ConfigError naming the option otherwise."""
+    """``A:0.5,B:0.5`` as a mapping; ConfigError naming the option otherwise (a key given twice too)."""
     out = {}
     for part in text.split(","):
         key, sep, weight = part.strip().rpartition(":")
         try:
-            if not sep or not key:
+            if not sep or not key.strip():
                 raise ValueError
-            out[key_type(key.strip())] = float(weight)
+            name, value = key_type(key.strip()), float(weight)
         except ValueError:
             raise ConfigError(f"expected KEY:WEIGHT pairs separated by commas (like 8:0.5,16:0.5), got "
                               f"{shorten(part)}", option) from None
+        if name in out:
+            raise ConfigError(f"{shorten(name)} is given twice; give each once", option)
+        out[name] = value
     return out
 
 
 #: The Python API's argument names -> the options that set them (for messages).
 _OPTIONS = {"jobs": "--jobs", "span_s": "--span", "rate_per_hour": "--rate", "size_mix": "--sizes",
             "model_mix": "--models", "median_duration_s": "--median-duration", "status": "--status",
-            "attempts": "--attempts", "format": "FORMAT"}
+            "attempts": "--attempts", "format": "FORMAT", "seed": "--seed", "cluster_gpus": "--gpus",
+            "iterations": "--iterations", "duration_sigma": "--sigma", "max_gpus": "--max-gpus"}
+#: Rows of the summary's model list and size histogram (a trace may have thousands of sizes).
+SHOWN_ROWS = 20
 
 
 def _as_error(exc: Exception) -> NetsimError:

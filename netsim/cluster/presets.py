@@ -101,7 +101,11 @@ class PresetCache:
             return None
         for d in self.dirs:
             path = d / f"{name}.yaml"
-            if path.is_file():
+            try:
+                found = path.is_file()
+            except OSError:  # a name the file system refuses (too long, ...): no such preset
+                continue
+            if found:
                 return _read_preset(name, path)
         return None
 

@@ -8,7 +8,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from netsim import units
@@ -122,40 +121,8 @@ class _Where:
 
 
 
-def _is_missing(value: Any) -> bool:
-    if value is None or value is pd.NA:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    return isinstance(value, str) and not value.strip()
-
-
-
 def _column(table: pd.DataFrame, name: str) -> pd.Series | None:
     return table[name] if name in table.columns else None
-
-
-def _numbers(raw: pd.Series, name: str, where: _Where, what: str, low: float, high: float,
-             integer: bool) -> pd.Series:
-    """A column as float64 (NaN where empty); the first cell that is not a number in [low, high]
-    (an integer when ``integer``) is an error saying ``what`` is allowed."""
-    missing = raw.map(_is_missing).to_numpy(bool)
-    cells = raw.where(~missing, None)
-    booleans = cells.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(bool)
-    num = pd.to_numeric(cells.where(~booleans, "x"), errors="coerce").astype("float64")
-    values = num.to_numpy()
-    with np.errstate(invalid="ignore"):
-        bad = ~missing & (~np.isfinite(values) | (values < low) | (values > high))
-        if integer:
-            bad |= ~missing & np.isfinite(values) & (values != np.floor(values))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise where.error(f"expected {what}, got {shorten(raw.iloc[i])}", i, name)
-    return num
-
-
-def _texts(raw: pd.Series) -> pd.Series:
-    return raw.map(lambda v: "" if _is_missing(v) else str(v).strip())
 
 
 def _check_columns(table: pd.DataFrame, where: _Where) -> None:
@@ -174,97 +141,6 @@ def _check_columns(table: pd.DataFrame, where: _Where) -> None:
         raise where.error("missing column: a trace needs iterations or duration_s (one of them per row)", None)
     if table.empty:
         raise where.error("no jobs: the trace has a header but no rows", None)
-
-
-def _typed(table: pd.DataFrame, where: _Where, max_gpus: int | None) -> pd.DataFrame:
-    """The columns converted and range-checked, defaults filled (parallelism is checked per row later)."""
-    n = len(table)
-    empty = pd.Series([None] * n, index=table.index, dtype=object)
-
-    def col(name: str) -> pd.Series:
-        found = _column(table, name)
-        return empty if found is None else found
-
-    out = pd.DataFrame(index=table.index)
-    out["job"] = _texts(col("job"))
-    for i, name in enumerate(out["job"]):
-        if not JOB_PATTERN.fullmatch(name):
-            raise where.error(f"expected a job name (letters, digits, '_', '.', ':' or '-', at most 200 "
-                              f"characters, not empty), got {shorten(table['job'].iloc[i])}", i, "job")
-    dup = out["job"].duplicated().to_numpy()
-    if dup.any():
-        i = int(np.flatnonzero(dup)[0])
-        first = int(np.flatnonzero(out["job"].to_numpy() == out["job"].iloc[i])[0])
-        at = f"line {where.lines[first]}" if where.lines is not None else f"row {first}"
-        raise where.error(f"duplicate job {shorten(out['job'].iloc[i])} (first on {at}); job names must be unique",
-                          i, "job")
-    if "submit" in table.columns:
-        out["submit_s"] = _submit_units(table["submit"], where)
-    else:
-        out["submit_s"] = _numbers(col("submit_s"), "submit_s", where,
-                                   f"seconds from the trace's start, from 0 to {MAX_TRACE_S:g}", 0, MAX_TRACE_S, False)
-    missing = out["submit_s"].isna().to_numpy()
-    if missing.any():
-        name = "submit" if "submit" in table.columns else "submit_s"
-        raise where.error("missing submit time: every job needs one", int(np.flatnonzero(missing)[0]), name)
-    high = MAX_JOB_GPUS if max_gpus is None else max_gpus
-    what = (f"a number of GPUs from 1 to {MAX_JOB_GPUS:,}" if max_gpus is None else
-            f"a number of GPUs from 1 to {max_gpus:,} (the cluster's GPUs)")
-    gpus = _numbers(col("gpus"), "gpus", where, what, 1, high, True)
-    if gpus.isna().any():
-        raise where.error(f"missing GPU count: expected {what}", int(np.flatnonzero(gpus.isna())[0]), "gpus")
-    out["gpus"] = gpus
-    out["model"] = _texts(col("model"))
-    for name in ("tp", "pp", "dp", "ep", "global_batch", "micro_batch"):
-        out[name] = _numbers(col(name), name, where, f"an integer from 1 to {MAX_DIM:,} (or empty)", 1, MAX_DIM, True)
-    out["iterations"] = _numbers(col("iterations"), "iterations", where,
-                                 f"an integer from 1 to {MAX_JOB_ITERATIONS:,} (or empty)", 1, MAX_JOB_ITERATIONS, True)
-    out["duration_s"] = _numbers(col("duration_s"), "duration_s", where,
-                                 f"seconds above 0, at most {MAX_TRACE_S:g} (or empty)", 0, MAX_TRACE_S, False)
-    zero = (out["duration_s"] == 0).to_numpy()
-    if zero.any():
-        raise where.error("expected seconds above 0 (the job's runtime alone), got 0",
-                          int(np.flatnonzero(zero)[0]), "duration_s")
-    out["priority"] = _numbers(col("priority"), "priority", where, "an integer from -1e9 to 1e9 (or empty)",
-                               -1e9, 1e9, True).fillna(0)
-    out["user"] = _texts(col("user"))
-    return out
-
-
-def _submit_units(raw: pd.Series, where: _Where) -> pd.Series:
-    """The ``submit`` column (``90``, ``30min``, ``2h``) in seconds."""
-    out = []
-    for i, value in enumerate(raw):
-        if _is_missing(value):
-            out.append(math.nan)
-            continue
-        try:
-            seconds = parse_duration(value if isinstance(value, str) else float(value))
-        except (NetsimError, TypeError, ValueError):
-            raise where.error(f"expected a time from the trace's start like 90, 30min, 2h or 1d, got "
-                              f"{shorten(value)}", i, "submit") from None
-        if seconds > MAX_TRACE_S:
-            raise where.error(f"expected a time from 0 to {MAX_TRACE_S:g} s, got {shorten(value)}", i, "submit")
-        out.append(seconds)
-    return pd.Series(out, index=raw.index, dtype="float64")
-
-
-def check_table(table: pd.DataFrame, where: _Where, max_gpus: int | None, presets: PresetCache) -> pd.DataFrame:
-    """The validated jobs of ``table`` (file order, trace dtypes not yet applied); the first problem
-    raises a located ConfigError."""
-    table = table.reset_index(drop=True)
-    table.columns = [str(c).strip() for c in table.columns]
-    _check_columns(table, where)
-    out = _typed(table, where, max_gpus)
-    kinds = []
-    for i, row in enumerate(out.itertuples(index=False)):
-        kind, tp, pp, dp = _check_row(row, i, where, presets)
-        kinds.append(kind)
-        out.iat[i, out.columns.get_loc("tp")] = tp
-        out.iat[i, out.columns.get_loc("pp")] = pp
-        out.iat[i, out.columns.get_loc("dp")] = dp
-    out["kind"] = kinds
-    return out
 
 
 def _check_row(row: Any, i: int, where: _Where, presets: PresetCache) -> tuple[str, int, int, int]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -344,7 +343,7 @@ def _read_csv(file: Path, ep: int, where: str) -> _Cells:
     raw = _opened(lambda: inputfile.read_bytes(file, MAX_PICKS_BYTES, "routing matrix file"), where)
     if raw.startswith(b"PAR1"):
         raise ConfigError(f"{file}: a Parquet file, not CSV text: name it .parquet", where)
-    text = _opened(lambda: inputfile.decode(raw, str(file), "routing matrix file"), where)
+    text = _opened(lambda data=raw: inputfile.decode(data, str(file), "routing matrix file"), where)
     del raw
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     header, header_line = None, 0
