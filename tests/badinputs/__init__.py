@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.badinputs.files import file_cases
 from tests.badinputs.generated import generated_cases
 from tests.badinputs.harness import REPO, Case, Outcome, prerun
 
@@ -473,5 +474,5 @@ def hand_written() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
-    """The whole corpus: hand-written cases, then the generated mutations."""
-    return [*hand_written(), *generated_cases()]
+    """The whole corpus: hand-written cases, then the generated mutations, then the other input files' cases."""
+    return [*hand_written(), *generated_cases(), *file_cases()]
