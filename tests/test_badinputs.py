@@ -49,8 +49,10 @@ def outcomes(request, tmp_path_factory):
 def test_the_corpus_covers_every_class_with_300_inputs_or_more():
     kinds = Counter(c.kind for c in CASES)
     assert len(CASES) >= 300, len(CASES)
-    for kind in ("outdir", "yaml", "units", "numbers", "os", "corrupt", "cli", "generated"):
+    for kind in ("outdir", "yaml", "units", "numbers", "os", "corrupt", "cli", "generated", "sweeps"):
         assert kinds[kind] >= 10, (kind, kinds[kind])
+    for kind in ("trace", "synth", "convert", "chakra", "schedule", "moe", "routes"):  # every file netsim reads
+        assert kinds[kind] >= 50, (kind, kinds[kind])
 
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=[f"{i:03d}-{_id(c)}" for i, c in enumerate(CASES)])

@@ -84,6 +84,15 @@ class Outcome:
         return not self.problem
 
 
+def says(*parts: str) -> Callable[[Path, "Outcome"], str]:
+    """A check: the message holds every one of ``parts`` (whitespace folded)."""
+    def check(_cwd: Path, outcome: Outcome) -> str:
+        text = " ".join(outcome.stderr.split())
+        missing = [p for p in parts if p not in text]
+        return f"the message lacks {missing}: {text[:300]!r}" if missing else ""
+    return check
+
+
 def _sandbox(root: Path, case: Case) -> Path:
     for rel, text in SENTINELS.items():
         p = root / rel

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from tests.badinputs.harness import Case, Outcome
+from tests.badinputs.files.mutations import mutate_csv
+from tests.badinputs.harness import Case, says
 
 KIND = "moe"
 ERROR = frozenset({"error"})
@@ -54,15 +55,6 @@ def ring(tokens: object = 100, step: int = 0) -> str:
 
 
 GOOD = HEADER + ring(100, 0) + ring(60, 1)
-
-
-def says(*parts: str):
-    """A check: the message holds every one of ``parts`` (whitespace folded)."""
-    def check(_cwd: Path, outcome: Outcome) -> str:
-        text = " ".join(outcome.stderr.split())
-        missing = [p for p in parts if p not in text]
-        return f"the message lacks {missing}: {text[:300]!r}" if missing else ""
-    return check
 
 
 def parquet(columns: dict, schema: pa.Schema | None = None) -> bytes:
@@ -254,36 +246,20 @@ def odd_valid_cases() -> list[Case]:
     ]
 
 
+def _swap_lines(lines: list[str], i: int, rng: np.random.Generator) -> tuple[str, str]:
+    j = int(rng.integers(len(lines)))
+    lines[i], lines[j] = lines[j], lines[i]
+    return f"swap lines {i + 1} and {j + 1}", "".join(lines)
+
+
+def _twice_on_one_line(lines: list[str], i: int, _rng: np.random.Generator) -> tuple[str, str]:
+    return f"line {i + 1} twice on one line", "".join(lines[:i] + [lines[i].rstrip("\n") + "," + lines[i]] + lines[i + 1:])
+
+
 def mutate(text: str, rng: np.random.Generator) -> tuple[str, str | bytes]:
     """(what was done, the mutated file) for one draw of ``rng``."""
-    lines = text.splitlines(keepends=True)
-    op = int(rng.integers(7))
-    i = int(rng.integers(len(lines)))
-    if op == 0:
-        odd = ["-1", "1e30", "nan", "0.5", "", "x", "8", "99999999999999999999", "1_0", "0"]
-        cells = lines[i].rstrip("\n").split(",")
-        k = int(rng.integers(len(cells)))
-        cells[k] = odd[rng.integers(len(odd))]
-        lines[i] = ",".join(cells) + "\n"
-        return f"line {i + 1} field {k + 1} to {cells[k]!r}", "".join(lines)
-    if op == 1:
-        return f"duplicate line {i + 1}", "".join(lines[:i + 1] + [lines[i]] + lines[i + 1:])
-    if op == 2:
-        return f"delete line {i + 1}", "".join(lines[:i] + lines[i + 1:])
-    if op == 3:
-        cut = int(rng.integers(len(text)))
-        return f"truncate at {cut}", text[:cut]
-    if op == 4:
-        at = int(rng.integers(len(text)))
-        byte = bytes([int(rng.choice([0, 0xFF, 0x2C, 0x0A, 0x22, 0x2D, 0x2E]))])
-        raw = text.encode()
-        return f"insert byte {byte!r} at {at}", raw[:at] + byte + raw[at:]
-    if op == 5:
-        j = int(rng.integers(len(lines)))
-        lines[i], lines[j] = lines[j], lines[i]
-        return f"swap lines {i + 1} and {j + 1}", "".join(lines)
-    return f"line {i + 1} twice on one line", "".join(lines[:i] + [lines[i].rstrip("\n") + "," + lines[i]]
-                                                       + lines[i + 1:])
+    return mutate_csv(text, rng, ["-1", "1e30", "nan", "0.5", "", "x", "8", "99999999999999999999", "1_0", "0"],
+                      [0, 0xFF, 0x2C, 0x0A, 0x22, 0x2D, 0x2E], [_swap_lines, _twice_on_one_line])
 
 
 def generated() -> list[Case]:

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from tests.badinputs.harness import REPO, Case, Outcome
+from tests.badinputs.files.mutations import mutate_csv
+from tests.badinputs.harness import REPO, Case, says
 
 KIND = "routes"
 ERROR = frozenset({"error"})
@@ -42,15 +43,6 @@ def experiment(routing: dict | None = None, size: str = "16MiB", engine: str | N
     if engine is not None:
         data["engine"] = {"backend": engine}
     return yaml.safe_dump(data, sort_keys=False)
-
-
-def says(*parts: str):
-    """A check: the message holds every one of ``parts`` (whitespace folded)."""
-    def check(_cwd: Path, outcome: Outcome) -> str:
-        text = " ".join(outcome.stderr.split())
-        missing = [p for p in parts if p not in text]
-        return f"the message lacks {missing}: {text[:300]!r}" if missing else ""
-    return check
 
 
 def case(name: str, table: str | bytes | None, *, command: str = "validate", expect=ERROR, check=None,
@@ -218,40 +210,26 @@ def odd_valid_cases() -> list[Case]:
     ]
 
 
-def mutate(text: str, rng: np.random.Generator) -> tuple[str, str | bytes]:
-    """(what was done, the mutated table) for one draw of ``rng``."""
-    lines = text.splitlines(keepends=True)
-    data = [i for i, line in enumerate(lines) if line[:1].isdigit()]
-    op = int(rng.integers(7))
-    i = data[int(rng.integers(len(data)))]
-    if op == 0:
-        odd = ["-1", "16", "0.5", "", "x", "3", "99999999999999999999", "1_0", "spine7", "leaf1 spine0 leaf0"]
-        cells = lines[i].rstrip("\n").split(",")
-        k = int(rng.integers(len(cells)))
-        cells[k] = odd[rng.integers(len(odd))]
-        lines[i] = ",".join(cells) + "\n"
-        return f"line {i + 1} field {k + 1} to {cells[k]!r}", "".join(lines)
-    if op == 1:
-        return f"duplicate line {i + 1}", "".join(lines[:i + 1] + [lines[i]] + lines[i + 1:])
-    if op == 2:
-        return f"delete line {i + 1}", "".join(lines[:i] + lines[i + 1:])
-    if op == 3:
-        cut = int(rng.integers(len(text)))
-        return f"truncate at {cut}", text[:cut]
-    if op == 4:
-        at = int(rng.integers(len(text)))
-        byte = bytes([int(rng.choice([0, 0xFF, 0x2C, 0x0A, 0x22, 0x23, 0x3E]))])
-        raw = text.encode()
-        return f"insert byte {byte!r} at {at}", raw[:at] + byte + raw[at:]
-    if op == 5:
-        cells = lines[i].rstrip("\n").split(",")
-        cells[0], cells[1] = cells[1], cells[0]
-        lines[i] = ",".join(cells) + "\n"
-        return f"swap src and dst on line {i + 1}", "".join(lines)
+def _swap_ends(lines: list[str], i: int, _rng: np.random.Generator) -> tuple[str, str]:
+    cells = lines[i].rstrip("\n").split(",")
+    cells[0], cells[1] = cells[1], cells[0]
+    lines[i] = ",".join(cells) + "\n"
+    return f"swap src and dst on line {i + 1}", "".join(lines)
+
+
+def _next_channel(lines: list[str], i: int, _rng: np.random.Generator) -> tuple[str, str]:
     cells = lines[i].rstrip("\n").split(",")
     cells[2] = str((int(cells[2]) + 1) % 4)
     lines[i] = ",".join(cells) + "\n"
     return f"next channel on line {i + 1}", "".join(lines)
+
+
+def mutate(text: str, rng: np.random.Generator) -> tuple[str, str | bytes]:
+    """(what was done, the mutated table) for one draw of ``rng``: a data row's cell, the row, the file."""
+    rows = [i for i, line in enumerate(text.splitlines()) if line[:1].isdigit()]
+    return mutate_csv(text, rng, ["-1", "16", "0.5", "", "x", "3", "99999999999999999999", "1_0", "spine7",
+                                  "leaf1 spine0 leaf0"], [0, 0xFF, 0x2C, 0x0A, 0x22, 0x23, 0x3E],
+                      [_swap_ends, _next_channel], rows)
 
 
 def generated() -> list[Case]:

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from tests.badinputs.harness import REPO, Case, Outcome, prerun
+from tests.badinputs.harness import REPO, Case, Outcome, prerun, says
 
 KIND = "schedule"
 ERROR = frozenset({"error"})
@@ -66,15 +66,6 @@ def inline(**columns) -> pa.Table:
             "channel": [0, None, 1, None]}
     base.update(columns)
     return pa.table({k: v for k, v in base.items() if v is not None})
-
-
-def says(*parts: str):
-    """A check: the message holds every one of ``parts`` (whitespace folded)."""
-    def check(_cwd: Path, outcome: Outcome) -> str:
-        text = " ".join(outcome.stderr.split())
-        missing = [p for p in parts if p not in text]
-        return f"the message lacks {missing}: {text[:300]!r}" if missing else ""
-    return check
 
 
 def no_results(_cwd: Path, outcome: Outcome) -> str:
