@@ -473,11 +473,12 @@ def test_show_describes_a_sweep_with_its_variants_axes_and_failures(tmp_path):
     result = runner.invoke(app, ["show", str(out)])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert f"{out}: sweep 'tiny' (complete: 2 of 4 runs ok, 2 failed)" in text
+    assert f"{out}: sweep 'tiny' (failed: 2 of 4 runs ok, 2 failed)" in text
     assert f"from {path}" in text and "variants: ecmp, spray; swept: workload.channels" in text
     assert "runs: 4 planned, 2 ok, 2 failed, 0 missing" in text
     assert text.count("failed: run ") == 2 and "workload.channels" in text
     assert "report: none (netsim report" in text and "to finish it" not in text
+    assert f"to run its failed runs again: netsim sweep {path} --out {out} --resume" in text
     rows = [line for line in result.output.splitlines() if line.startswith("│")]
     assert len(rows) == 4 and sum("spray" in r for r in rows) == 2
 

@@ -132,7 +132,8 @@ def show(directory: Annotated[Path, typer.Argument(help="A results directory (ne
         say(f"  failed: {failure}")
     say(f"  report: {o.report}" if o.report else f"  report: none (netsim report {directory} writes it)")
     if o.kind == "sweep" and not o.finished:
-        say(f"  to finish it: netsim sweep {o.experiment or 'EXPERIMENT'} --out {directory} --resume")
+        what = "to run its failed runs again" if o.status == "failed" else "to finish it"
+        say(f"  {what}: netsim sweep {o.experiment or 'EXPERIMENT'} --out {directory} --resume")
 
 
 def schema() -> None:

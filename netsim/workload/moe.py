@@ -281,7 +281,7 @@ def read_picks(path: str | Path, ep: int, where: str = "workload.moe.routing.pat
     ...     _ = f.write("step,src,dst,tokens\\n0,0,1,10\\n0,1,0,5\\n")
     >>> read_picks(f.name, 2)[0].tolist()
     [[0.0, 10.0], [5.0, 0.0]]
-    >>> os.unlink(f.name)
+    >>> Path(f.name).unlink()
     """
     file = Path(path)
     cells = _read_parquet(file, ep, where) if file.suffix.lower() == ".parquet" else _read_csv(file, ep, where)
