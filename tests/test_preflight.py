@@ -290,9 +290,7 @@ def test_the_estimate_never_fails_on_a_valid_spec(d):
     assert min(est.messages, est.connections, est.calls, est.paths, est.in_flight) >= 0
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(small_specs())
-def test_random_specs_count_what_they_run(d):
+def _counts_what_it_runs(d) -> None:
     spec = _valid(d)
     est = estimate(spec)
     try:
@@ -306,6 +304,19 @@ def test_random_specs_count_what_they_run(d):
     assert flows <= est.messages
     assert est.connections >= len(result.fabric.queue_pairs)
     assert est.calls == len(result.collectives)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_specs())
+def test_random_specs_count_what_they_run(d):
+    _counts_what_it_runs(d)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_specs())
+def test_more_random_specs_count_what_they_run(d):
+    _counts_what_it_runs(d)
 
 
 def _calibration():

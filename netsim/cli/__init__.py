@@ -24,9 +24,18 @@ COMMANDS = ((running.validate, None), (running.run, None), (running.sweep, None)
             (inspecting.schema, None), (inspecting.list_, "list"), (inspecting.topo_, "topo"),
             (traces.trace_synth, "trace-synth"), (traces.trace_convert, "trace-convert"),
             (traces.trace_check, "trace-check"), (exporting.export_schedule, "export-schedule"))
-__all__ = ["COMMANDS", "EXIT_CODES", "app", "main", "version"]
+__all__ = ["COMMANDS", "EXIT_CODES", "app", "command", "main", "version"]
 for _command, _name in COMMANDS:
     app.command(_name)(_command)
+_BUILT: list = []
+
+
+def command():
+    """The click command typer builds from :data:`app` (built once: about 40-100 ms of reading the
+    commands' signatures, which a process that forks cases from one parent pays once, not per case)."""
+    if not _BUILT:
+        _BUILT.append(typer.main.get_command(app))
+    return _BUILT[0]
 
 
 def main() -> None:
@@ -42,7 +51,7 @@ def main() -> None:
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, interrupts.received)
     try:
-        code = app(standalone_mode=False)
+        code = command()(standalone_mode=False)
         # typer turns a KeyboardInterrupt no command caught into a silent exit 130: say what happened
         # and a signal whose exception something swallowed (a ctypes callback) after the last check
         if received and (code == 130 or not code):
