@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from netsim.collectives import build_collective
 from netsim.engine import Environment
 from netsim.engine.ideal import IdealFabric, PairModel, replay
+from netsim.engine.model import ScheduleBuilder
 from netsim.engine.reference import ScheduleRun
 from netsim.solver import COMPILED
 from tests.conftest import GB, make_leaf_spine
@@ -91,3 +92,27 @@ def test_the_ideal_with_and_without_the_shortcut(op, algorithm, gpus_per_host):
     schedule = build_collective(op, algorithm, gpus, 3e7, gpu_host=topo.gpu_host)
     exclusive = replay(PairModel(topo), schedule)[2].exclusive
     assert exclusive == (algorithm == "ring")  # pairwise: each NIC carries a connection per step
+
+
+@pytest.mark.xfail(strict=True, reason="known: two messages posted on one connection in the same instant queue in "
+                   "the order their causes were scheduled; the replay schedules a message's arrival when it is "
+                   "posted, the Fabric when it drains, so a tie can queue them the other way (1 us here)")
+def test_a_same_instant_tie_on_a_connection_queues_alike_in_the_replay_and_the_fabric():
+    """Found by the property above: message 12 (posted when message 8 arrives) and message 17 (posted when a
+    delay ends) are both posted at 1,002 us on one connection; the replay queues 12 first, the non-blocking
+    Fabric 17 first, and the chain through 17 ends 1 us apart."""
+    topo = make_leaf_spine(leaves=2, spines=1, hosts_per_leaf=2, gpus_per_host=2, nics_per_host=2,
+                           nic_latency_s=1e-6, uplink_latency_s=5e-7)
+    b = ScheduleBuilder()
+    c = b.connect(0, 2, 0)
+    deps = {12: [8], 14: [0], 17: [14], 29: [17]}
+    sizes = {8: 1e6, 12: 1e3}
+    for t in range(30):
+        if t == 14:
+            b.delay(1e-3, after=[deps[t]])
+        else:
+            b.send(c, sizes.get(t, 0.0), after=[deps.get(t, [])])
+    schedule = b.build()
+    _times, end, counted = replay(PairModel(topo), schedule)
+    assert counted.exclusive
+    assert _nonblocking_end(topo, schedule) == pytest.approx(end, rel=1e-12, abs=1e-15)

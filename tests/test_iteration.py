@@ -133,7 +133,7 @@ def moe_cases(draw) -> dict:
                 "parallelism": {"tp": tp, "pp": pp, "dp": dp, "overlap_dp": draw(st.booleans()),
                                 "sharded_optimizer": draw(st.booleans())},
                 "moe": {"experts": 2 * ep, "top_k": 2, "ep": ep, "expert_hidden": 512, "routing": routing,
-                        "dense_layers": draw(st.integers(0, 1)),
+                        "dense_layers": draw(st.integers(0, min(1, layers - 1))),  # (at least one MoE layer)
                         "algorithm": draw(st.sampled_from(["direct", "pairwise"]))}}
     topology = {"type": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2, "gpus_per_host": 4,
                 "nics_per_host": 2, "nic": {"bandwidth": "400Gbps", "latency": "1us"},
