@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.badinputs.files.moe import experiment
 from tests.badinputs.harness import REPO, Case, Outcome
 
 ERROR = frozenset({"error"})
@@ -105,17 +106,7 @@ def cases() -> list[Case]:
                         [command, "experiments/sweep.yaml"], {"experiments/sweep.yaml": _shipped("chakra-tp-dp.yaml")},
                         expect=ERROR, repo_files=True, setup=_removed("experiments/traces/chakra-tp-dp/trace.0.et"),
                         check=_nothing_written(("chakra-tp-dp",), "trace")))
-    moe = {"name": "moe-file", "seed": 1,
-           "topology": {"type": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2, "gpus_per_host": 4,
-                        "nics_per_host": 4, "nic": {"bandwidth": "400Gbps"}, "uplink": {"bandwidth": "400Gbps"},
-                        "intra_host": {"bandwidth": "900GB/s"}},
-           "workload": {"type": "training", "gpu": "h100",
-                        "model": {"layers": 2, "hidden": 512, "heads": 8, "seq_len": 512, "vocab": 32000,
-                                  "micro_batch": 1, "global_batch": 8},
-                        "parallelism": {"pp": 1, "dp": 8},
-                        "moe": {"experts": 16, "top_k": 2, "ep": 8, "expert_hidden": 1024, "dispatch_bytes": 1,
-                                "routing": {"type": "file", "path": "picks.csv"}}},
-           "variants": VARIANTS}
+    moe = {**yaml.safe_load(experiment("picks.csv")), "variants": VARIANTS}  # (the MoE corpus's job)
     moe_text = yaml.safe_dump(moe, sort_keys=False)
     for label, picks in {"a rank past ep": "step,src,dst,tokens\n0,0,9,100\n", "NaN tokens": "step,src,dst,tokens\n0,0,1,nan\n",
                          "no tokens column": "step,src,dst\n0,0,1\n", "not UTF-8": b"step,src\n\xff\n"}.items():
