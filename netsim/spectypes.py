@@ -89,6 +89,20 @@ def _count(high: int, low: int = 1) -> Any:
     return Annotated[int, BeforeValidator(check)]
 
 
+def _channels(value: Any) -> int | str:
+    if value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHANNELS:
+        raise ValueError(f"expected auto (NCCL's count from the hosts' NICs) or an integer from 1 to "
+                         f"{MAX_CHANNELS}, got {shorten(value)}")
+    return value
+
+
+#: Parallel rings (NCCL channels) of a call: ``auto`` (the model's count: :mod:`netsim.collectives.nccl`)
+#: or a number.
+Channels = Annotated[int | Literal["auto"], BeforeValidator(_channels)]
+
+
 #: Names of experiments, jobs, clusters and variants: an experiment's name is its default results
 #: directory (``results/NAME``), a cluster's prefixes its node names; so never a path.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}")

@@ -35,12 +35,13 @@ REACTION = {"ecmp": "reconvergence", "split": "reconvergence", "spray": "reconve
 def spec_dict(routing="ecmp", faults=(), *, leaves=2, spines=2, hosts_per_leaf=2, gpus_per_host=1,
               nics_per_host=1, uplinks=1, op="allreduce", algorithm="ring", size="16MiB", ranks=None,
               seed=0) -> dict:
-    """A small leaf-spine experiment (NIC = uplink = 100 Gbps, no latency) as a plain mapping."""
+    """A small leaf-spine experiment (NIC = uplink = 100 Gbps, no latency) as a plain mapping, in the pure
+    fluid model (the closed forms below hold for it)."""
     workload = {"type": "collective", "op": op, "algorithm": algorithm, "size": size}
     if ranks is not None:
         workload["ranks"] = ranks
     return {
-        "name": "faults", "seed": seed,
+        "name": "faults", "seed": seed, "model": "fluid",
         "topology": {"type": "leaf_spine", "leaves": leaves, "spines": spines,
                      "hosts_per_leaf": hosts_per_leaf, "gpus_per_host": gpus_per_host,
                      "nics_per_host": nics_per_host,

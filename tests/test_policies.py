@@ -215,10 +215,11 @@ SEEDS = range(5)
 
 
 def spec(policy: str, case: str, seed: int) -> ExperimentSpec:
-    """4 leaves x 4 spines, 4 hosts per leaf, 1 GPU and NIC per host, NIC = uplink = 100 Gbps, 64 MiB."""
+    """4 leaves x 4 spines, 4 hosts per leaf, 1 GPU and NIC per host, NIC = uplink = 100 Gbps, 64 MiB, one
+    connection per pair (the pure fluid model: the counts and closed forms below are its)."""
     op, algorithm, placement = CASES[case]
     return ExperimentSpec.model_validate({
-        "name": "policies", "seed": seed,
+        "name": "policies", "seed": seed, "model": "fluid",
         "topology": {"type": "leaf_spine", "leaves": 4, "spines": 4, "hosts_per_leaf": 4, "gpus_per_host": 1,
                      "nics_per_host": 1, "nic": {"bandwidth": "100Gbps"}, "uplink": {"bandwidth": "100Gbps"},
                      "intra_host": {"bandwidth": "900GB/s"}},

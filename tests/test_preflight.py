@@ -229,7 +229,8 @@ def test_the_limit_is_a_parameter_and_the_suggested_option_suffices():
 
 def test_describe_is_one_short_line():
     line = estimate(parse_spec(spec_dict())).describe()
-    assert line.startswith("4 hosts, 16 GPUs, 56 links, 16 connections, 480 messages: about ")
+    # the NCCL model's 4 channels (2 per NIC, 2 NICs a host): 4 x 16 connections, 4 x 2 x 15 x 16 messages
+    assert line.startswith("4 hosts, 16 GPUs, 56 links, 64 connections, 1,920 messages: about ")
     assert line.split(" and ")[0].endswith("MiB") and line.endswith(" s") and "\n" not in line
     big = estimate(parse_spec(MILLION_HOSTS)).describe()
     assert "1,000,000 hosts" in big and re.search(r"about [\d.,]+ [TP]iB and [\d,]+ days$", big), big

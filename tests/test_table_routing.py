@@ -332,13 +332,14 @@ def ring_spec(csv: Path, size="64MiB") -> dict:
     """A ring allreduce over GPUs [0, 2, 1, 3] (alternating leaves) on 2 leaves x 2 spines, no latency.
 
     The ring is a sub-communicator (``comm`` 1) selected in a sequence, so its four connections are
-    0>2, 2>1, 1>3 and 3>0: two leave each leaf, from different NICs.
+    0>2, 2>1, 1>3 and 3>0: two leave each leaf, from different NICs. One channel, one message a step:
+    the pure fluid model, whose closed forms the tests below check.
     """
     topology = {"type": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2, "gpus_per_host": 1,
                 "nics_per_host": 1, "nic": {"bandwidth": "8Gbps"}, "uplink": {"bandwidth": "8Gbps"},
                 "intra_host": {"bandwidth": "100GB/s"}}
     ring = {"op": "allreduce", "algorithm": "ring", "size": size, "ranks": [0, 2, 1, 3]}
-    return {"name": "table-ring", "seed": 0, "topology": topology,
+    return {"name": "table-ring", "seed": 0, "model": "fluid", "topology": topology,
             "routing": {"type": "table", "file": str(csv)}, "workload": {"type": "sequence", "steps": [ring]}}
 
 

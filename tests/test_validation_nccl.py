@@ -1,15 +1,17 @@
 """Against measured clusters: experiments/validation-nccl.yaml reproduces published nccl-tests bus
-bandwidths with one set of NCCL defaults (docs/validation.md#against-measured-clusters)."""
+bandwidths with netsim's defaults, the NCCL model (docs/validation.md#against-measured-clusters)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from netsim.config import load_experiment
 from netsim.experiment import run_experiment
+from netsim.experiment.run import build_topology, place_jobs
 from netsim.experiment.sweep import expand
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +29,7 @@ MEASURED = {
 PINNED = {"h100-2x4-4x400g": 197.94}
 TOLERANCE = 0.10
 
-#: The NCCL defaults, one set for every case (docs/validation.md lists their sources).
+#: The NCCL defaults (docs/validation.md lists their sources): netsim's own, the file sets none of them.
 NIC_EFFICIENCY = 4096 / (4096 + 26)      # InfiniBand payload share at MTU 4096
 NIC_OVERHEAD_S = 9.6e-6                  # NCCL tuning.cc: hwLat[NET][Ring][Simple]
 NVLINK_OVERHEAD_S = 3.4e-6               # NCCL tuning.cc: hwLat[NVLINK][Ring][Simple]
@@ -59,18 +61,32 @@ def test_every_case_has_a_measurement_and_nothing_else():
 
 
 @pytest.mark.parametrize("variant", sorted(MEASURED))
-def test_one_set_of_nccl_defaults(variant):
+def test_the_cases_run_on_the_defaults(variant):
+    """The file gives the hardware only; the NCCL settings are netsim's defaults, the same for every case."""
     spec = RUNS[variant].spec
     t, w = spec.topology, spec.workload
-    nic = t.nic.resolve()
-    assert nic.efficiency == pytest.approx(NIC_EFFICIENCY, abs=5e-5)
-    assert nic.latency_s == pytest.approx(NIC_OVERHEAD_S)
-    assert t.intra_host.overhead == pytest.approx(NVLINK_OVERHEAD_S)
+    assert spec.model == "nccl"
+    assert (t.nic.overhead, t.nic.efficiency, t.nic.profile) == (None, None, None)
+    assert "overhead" not in t.intra_host.model_fields_set
+    assert (w.channels, w.chunk) == ("auto", None)
     gpu = MEASURED[variant][2]
     assert t.intra_host.bandwidth == pytest.approx(NVLINK_EFFICIENCY * NVLINK_PER_DIRECTION[gpu])
-    assert (w.op, w.algorithm, w.chunk) == ("allreduce", "ring", CHUNK_BYTES)
-    assert w.channels == min(2 * t.nics_per_host, 32)  # NCCL: a ring per NIC, duplicated; at most 32
+    assert (w.op, w.algorithm) == ("allreduce", "ring")
     assert t.leaves == 1  # one non-blocking switch
+
+
+@pytest.mark.parametrize("variant", sorted(MEASURED))
+def test_the_defaults_resolve_to_nccl_s_settings(variant):
+    spec = RUNS[variant].spec
+    t = spec.topology
+    topo = build_topology(spec)
+    nic = topo.nic_profile[int(topo.gpu_nic[0])]
+    assert nic.efficiency == pytest.approx(NIC_EFFICIENCY, rel=1e-12)
+    assert nic.latency_s == pytest.approx(NIC_OVERHEAD_S)
+    assert topo.intra_overhead_s == pytest.approx(NVLINK_OVERHEAD_S)
+    (job,) = place_jobs(spec, topo, np.random.default_rng(0))
+    (call,) = job.plan.calls()
+    assert (call.channels, call.chunk_bytes, call.rails) == (2 * t.nics_per_host, CHUNK_BYTES, True)
 
 
 @pytest.mark.parametrize("variant", sorted(MEASURED))

@@ -431,7 +431,7 @@ RANGES = [  # (dotted key, largest accepted or None, first refused, words of the
     ("topology.leaves", None, 0, "a valid integer from 1 to 1,000,000, got 0"),
     ("topology.gpus_per_host", None, 1025, "a valid integer from 1 to 1,024"),
     ("topology.uplink.count", 1024, 1025, "a valid integer from 1 to 1,024"),
-    ("workload.channels", 64, 65, "a valid integer from 1 to 64"),
+    ("workload.channels", 64, 65, "auto (NCCL's count from the hosts' NICs) or an integer from 1 to 64"),
     ("workload.iterations", 10**6, 10**6 + 1, "a valid integer from 1 to 1,000,000"),
     ("workload.ranks", 16, 2_000_001, "a number of ranks from 2 to 2,000,000"),
     ("workload.size", 2**60, 2**60 + 2**10, "a size from 1B to 2**60 bytes (1024PiB)"),

@@ -47,7 +47,8 @@ def export_schedule(
         if not chosen:
             raise ConfigError(f"no job named {job!r}; jobs: {', '.join(j.name for j in jobs)}", "jobs")
         plan = chosen[0]
-        schedule = job_schedule(plan.plan, plan.gpus.tolist(), job=plan.index, gpu_host=topology.gpu_host)
+        schedule = job_schedule(plan.plan, plan.gpus.tolist(), job=plan.index, gpu_host=topology.gpu_host,
+                                gpu_rail=topology.gpu_rail)
     except ConfigError as exc:
         _fail(locate(exc, experiment))
     except NetsimError as exc:

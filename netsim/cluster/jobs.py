@@ -17,6 +17,7 @@ from netsim.cluster.sampling import Sample, one_pass
 from netsim.cluster.scheduler import Waiting, choose
 from netsim.cluster.trace import JobTrace
 from netsim.cluster.view import ClusterFabric
+from netsim.collectives.nccl import MODELS
 from netsim.config import ExperimentSpec, JobSpec, TrainingWorkload
 from netsim.engine.ideal import core_mask
 from netsim.errors import ConfigError
@@ -114,12 +115,13 @@ def plan_job(run: ClusterRun, job: TraceJob, gpus: np.ndarray, iterations: int =
     if isinstance(w, TrainingWorkload):
         plan = run.plans.get((job.index, tuple(gpus.tolist())))
         if plan is None:
-            plan = plan_training(w, gpus.tolist(), topo, job=job.index, name=job.name, seed=spec.seed)
+            plan = plan_training(w, gpus.tolist(), topo, job=job.index, name=job.name, seed=spec.seed,
+                                 collective_model=MODELS[spec.model])
             jp = JobPlan(job.index, job.name, "training", spec.placement.type, gpus, plan, 0.0, 1, job.spec)
             choose_partitions(spec, topo, [jp])
             plan = run.plans[(job.index, tuple(gpus.tolist()))] = jp.plan
         return JobPlan(job.index, job.name, "training", spec.placement.type, gpus, plan, 0.0, iterations, job.spec)
-    plan = plan_workload(w, gpus.tolist(), topology=topo)
+    plan = plan_workload(w, gpus.tolist(), topology=topo, model=MODELS[spec.model])
     return JobPlan(job.index, job.name, "collective", spec.placement.type, gpus, plan, 0.0, iterations, job.spec)
 
 

@@ -105,7 +105,7 @@ def _register(name: str, doc: str):
     def algorithm(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *, channels: int = 1, job: int = 0,
                   comm: int = 0, chunk_bytes: float | None = None, tcp: bool = False,
                   ready: int | np.ndarray | None = None, gpu_host: Sequence[int] | None = None,
-                  matrix: np.ndarray | None = None) -> np.ndarray:
+                  matrix: np.ndarray | None = None, gpu_rail: Sequence[int] | None = None) -> np.ndarray:
         if len(gpus) < 2:
             return per_rank(ready, len(gpus))
         steps = alltoallv_steps(name, gpus, size_bytes, matrix, gpu_host)

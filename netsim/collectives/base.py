@@ -5,7 +5,7 @@ Every algorithm is written once, as a **builder** that appends the tasks of one 
 :class:`~netsim.engine.model.ScheduleBuilder` (pure numpy, no SimPy)::
 
     build(b, gpus, size_bytes, *, channels=1, job=0, comm=0, chunk_bytes=None, tcp=False,
-          ready=None, gpu_host=None) -> np.ndarray
+          ready=None, gpu_host=None, gpu_rail=None) -> np.ndarray
 
 * ``gpus``: the communicator's GPUs in rank order; ``size_bytes``: the buffer (per rank, nccl-tests
   conventions); ``channels``: parallel copies of the algorithm, each on its own connections, the
@@ -19,6 +19,8 @@ Every algorithm is written once, as a **builder** that appends the tasks of one 
   composite algorithm starting on each rank as soon as its previous phase is done).
 * ``gpu_host``: the topology's GPU -> host array (channel rings rotate each host's run of ranks,
   hierarchical groups ranks by host). ``None``: every GPU on its own host.
+* ``gpu_rail``: the topology's GPU -> NIC index array, given by the NCCL model
+  (:mod:`netsim.collectives.nccl`): channel rings then stay on rails. ``None``: rank-order rings.
 * Returns, per rank (``gpus`` order), the task after which that rank's part of the call is done
   (``-1``: the rank has nothing to wait for, e.g. a single rank without ``ready``).
 
@@ -57,7 +59,8 @@ class Builder(Protocol):
 
     def __call__(self, b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *, channels: int = 1,
                  job: int = 0, comm: int = 0, chunk_bytes: float | None = None, tcp: bool = False,
-                 ready: int | np.ndarray | None = None, gpu_host: Sequence[int] | None = None) -> np.ndarray: ...
+                 ready: int | np.ndarray | None = None, gpu_host: Sequence[int] | None = None,
+                 gpu_rail: Sequence[int] | None = None) -> np.ndarray: ...
 
 
 #: ``op/algorithm`` -> builder.
@@ -196,11 +199,12 @@ def build_collective(op: str, algorithm: str, gpus: Sequence[int], size_bytes: f
 
 
 def run_collective(env: simpy.Environment, fabric, op: str, algorithm: str, gpus: Sequence[int],
-                   size_bytes: float, **kw) -> Generator:
+                   size_bytes: float, *, rails: bool = False, **kw) -> Generator:
     """Run one call on ``fabric`` now (a SimPy generator: ``yield env.process(run_collective(...))``).
 
     Builds the call's schedule and runs it on the fabric's executor. ``kw``: the builder's keywords
-    (``channels``, ``job``, ``comm``, ``chunk_bytes``, ``tcp``).
+    (``channels``, ``job``, ``comm``, ``chunk_bytes``, ``tcp``); ``rails``: build channel rings on
+    the topology's rails (``gpu_rail``, the NCCL model).
 
     Examples
     --------
@@ -216,7 +220,8 @@ def run_collective(env: simpy.Environment, fabric, op: str, algorithm: str, gpus
     >>> round(env.now, 9)   # 2*(4-1) steps of 1e9 bytes at 1e9 B/s
     6.0
     """
-    schedule = _cached_call(op, algorithm, gpus, size_bytes, fabric.topology.gpu_host, kw)
+    topo = fabric.topology
+    schedule = _cached_call(op, algorithm, gpus, size_bytes, topo.gpu_host, topo.gpu_rail if rails else None, kw)
     yield run_schedule(env, fabric, schedule).done
 
 
@@ -227,14 +232,17 @@ CACHED_CALLS, CACHED_TASKS = 1024, 50_000
 _CALLS: OrderedDict = OrderedDict()
 
 
-def _cached_call(op: str, algorithm: str, gpus: Sequence[int], size_bytes: float, gpu_host, kw: dict) -> Schedule:
+def _cached_call(op: str, algorithm: str, gpus: Sequence[int], size_bytes: float, gpu_host, gpu_rail,
+                 kw: dict) -> Schedule:
     """``build_collective`` of the call, from the cache when the same call was built before (same op,
-    algorithm, GPUs and their hosts, size and keywords)."""
+    algorithm, GPUs with their hosts and rails, size and keywords)."""
+    kw = {**kw, "gpu_rail": gpu_rail}
     if "matrix" in kw or "ready" in kw:
         return build_collective(op, algorithm, gpus, size_bytes, gpu_host=gpu_host, **kw)
     members = tuple(int(g) for g in gpus)
-    key = (op, algorithm, members, tuple(int(gpu_host[g]) for g in members), float(size_bytes),
-           tuple(sorted(kw.items())))
+    rails = None if gpu_rail is None else tuple(int(gpu_rail[g]) for g in members)
+    key = (op, algorithm, members, tuple(int(gpu_host[g]) for g in members), rails, float(size_bytes),
+           tuple(sorted((k, v) for k, v in kw.items() if k != "gpu_rail")))
     hit = _CALLS.get(key)
     if hit is not None:
         _CALLS.move_to_end(key)

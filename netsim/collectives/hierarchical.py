@@ -25,7 +25,7 @@ def host_groups(gpus: Sequence[int], gpu_host: Sequence[int]) -> list[list[int]]
 def hierarchical_allreduce(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *, channels: int = 1,
                            job: int = 0, comm: int = 0, chunk_bytes: float | None = None, tcp: bool = False,
                            ready: int | np.ndarray | None = None,
-                           gpu_host: Sequence[int] | None = None) -> np.ndarray:
+                           gpu_host: Sequence[int] | None = None, gpu_rail: Sequence[int] | None = None) -> np.ndarray:
     """Allreduce in three phases, as multi-GPU nodes are used.
 
     1. Ring reduce-scatter of M over each host's g GPUs (intra-host fabric): each GPU holds M/g.
@@ -55,7 +55,8 @@ def hierarchical_allreduce(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: 
     if any(len(grp) != g for grp in groups):
         raise ConfigError(f"hierarchical allreduce needs the same number of ranks on every host, got "
                           f"{sorted({len(grp) for grp in groups})}", "workload.algorithm")
-    kw = {"channels": channels, "job": job, "comm": comm, "chunk_bytes": chunk_bytes, "tcp": tcp, "gpu_host": gpu_host}
+    kw = {"channels": channels, "job": job, "comm": comm, "chunk_bytes": chunk_bytes, "tcp": tcp, "gpu_host": gpu_host,
+          "gpu_rail": gpu_rail}
     rank_of = {gpu: r for r, gpu in enumerate(gpus)}
     at = ready.copy()  # per rank: the end of its latest phase
 

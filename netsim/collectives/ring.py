@@ -9,11 +9,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from netsim.collectives.base import deps, end_of, per_rank, register_algorithm
+from netsim.collectives.nccl import rail_ring
 from netsim.engine.model import ScheduleBuilder
 
 
-def channel_ring(gpus: Sequence[int], gpu_host: Sequence[int] | None, channel: int) -> list[int]:
-    """The ring order of ``channel``: each host's run of consecutive ranks rotated by ``channel``.
+def channel_ring(gpus: Sequence[int], gpu_host: Sequence[int] | None, channel: int,
+                 gpu_rail: Sequence[int] | None = None) -> list[int]:
+    """The ring order of ``channel``: with ``gpu_rail`` (the NCCL model), on rails
+    (:func:`netsim.collectives.nccl.rail_ring`); without, each host's run of consecutive ranks
+    rotated by ``channel`` (the fluid model's order).
 
     Rotating where a ring enters and leaves each host makes channel c cross hosts between
     different GPUs, hence (with GPU i on NIC i mod nics) through different NICs, as NCCL spreads
@@ -27,6 +31,8 @@ def channel_ring(gpus: Sequence[int], gpu_host: Sequence[int] | None, channel: i
     """
     if gpu_host is None:
         return list(gpus)
+    if gpu_rail is not None:
+        return rail_ring(gpus, gpu_host, gpu_rail, channel)
     order: list[int] = []
     start = 0
     for i in range(1, len(gpus) + 1):
@@ -39,17 +45,17 @@ def channel_ring(gpus: Sequence[int], gpu_host: Sequence[int] | None, channel: i
 
 
 def _layout(gpus: Sequence[int], size_bytes: float, channels: int, chunk_bytes: float | None,
-            gpu_host: Sequence[int] | None) -> tuple[float, int, list[list[int]]]:
+            gpu_host: Sequence[int] | None, gpu_rail: Sequence[int] | None = None) -> tuple[float, int, list[list[int]]]:
     """(a step's piece per rank and channel, slices per step, each channel's ring order)."""
     piece = size_bytes / (len(gpus) * channels)
     chunks = max(1, math.ceil(piece / chunk_bytes)) if chunk_bytes else 1
-    return piece, chunks, [channel_ring(gpus, gpu_host, c) for c in range(channels)]
+    return piece, chunks, [channel_ring(gpus, gpu_host, c, gpu_rail) for c in range(channels)]
 
 
 def ring_steps(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, steps: int, *, channels: int = 1,
                job: int = 0, comm: int = 0, chunk_bytes: float | None = None, tcp: bool = False,
                ready: int | np.ndarray | None = None, gpu_host: Sequence[int] | None = None,
-               channel_base: int = 0) -> np.ndarray:
+               channel_base: int = 0, gpu_rail: Sequence[int] | None = None) -> np.ndarray:
     """Append ``steps`` ring steps of ``size_bytes / (n * channels)`` per rank on each channel; per
     rank (``gpus`` order), the end of its part.
 
@@ -64,7 +70,7 @@ def ring_steps(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, steps
     ready = per_rank(ready, n)
     if n < 2 or steps < 1:
         return ready
-    piece, chunks, orders = _layout(gpus, size_bytes, channels, chunk_bytes, gpu_host)
+    piece, chunks, orders = _layout(gpus, size_bytes, channels, chunk_bytes, gpu_host, gpu_rail)
     order = np.array(orders, dtype=np.int64)                       # (channel, position) -> GPU
     rank_of = {g: i for i, g in enumerate(gpus)}
     rank = np.array([[rank_of[g] for g in o] for o in orders], dtype=np.int64)  # (channel, position) -> rank
@@ -163,7 +169,7 @@ def chain(b: ScheduleBuilder, order: Sequence[int], size_bytes: float, *, channe
 
 @register_algorithm("ring", "broadcast")
 def ring_broadcast(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *, ready=None, gpu_host=None,
-                   **kw) -> np.ndarray:
+                   gpu_rail=None, **kw) -> np.ndarray:
     """Broadcast from rank 0 as a pipelined chain over the ranks in order (NCCL's ring broadcast, :func:`chain`).
 
     Non-blocking time ``(C + n - 2) M/(C B) + (n - 1) alpha`` for C chunks of ``chunk_bytes``.
@@ -173,7 +179,7 @@ def ring_broadcast(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *
 
 @register_algorithm("ring", "reduce")
 def ring_reduce(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *, ready=None, gpu_host=None,
-                **kw) -> np.ndarray:
+                gpu_rail=None, **kw) -> np.ndarray:
     """Reduce to rank 0 as a pipelined chain from the last rank down to rank 0 (:func:`chain`).
 
     Non-blocking time ``(C + n - 2) M/(C B) + (n - 1) alpha`` for C chunks of ``chunk_bytes``.

@@ -122,7 +122,8 @@ def binomial_reduce_schedule(n: int, size: float) -> Steps:
 def _register(name: str, op: str, steps: Callable[[int, float], Steps], doc: str):
     def algorithm(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *, channels: int = 1, job: int = 0,
                   comm: int = 0, chunk_bytes: float | None = None, tcp: bool = False,
-                  ready: int | np.ndarray | None = None, gpu_host: Sequence[int] | None = None) -> np.ndarray:
+                  ready: int | np.ndarray | None = None, gpu_host: Sequence[int] | None = None,
+                  gpu_rail: Sequence[int] | None = None) -> np.ndarray:
         if len(gpus) < 2:
             return per_rank(ready, len(gpus))
         return run_steps(b, gpus, steps(len(gpus), size_bytes), channels=channels, job=job, comm=comm, tcp=tcp,

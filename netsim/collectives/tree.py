@@ -110,7 +110,8 @@ def _one_tree(b: ScheduleBuilder, gpus: np.ndarray, parent: list[int | None], ch
 @register_algorithm("tree", "allreduce")
 def tree_allreduce(b: ScheduleBuilder, gpus: Sequence[int], size_bytes: float, *, channels: int = 1, job: int = 0,
                    comm: int = 0, chunk_bytes: float | None = None, tcp: bool = False,
-                   ready: int | np.ndarray | None = None, gpu_host: Sequence[int] | None = None) -> np.ndarray:
+                   ready: int | np.ndarray | None = None, gpu_host: Sequence[int] | None = None,
+                   gpu_rail: Sequence[int] | None = None) -> np.ndarray:
     """Double binary tree allreduce (NCCL Tree): half the buffer per tree, reduce up then broadcast down.
 
     Each tree's half is cut into C chunks of about ``chunk_bytes`` (default 512 KiB) that flow up

@@ -40,6 +40,7 @@ from netsim.spectypes import (  # noqa: F401
     NAME_PATTERN,
     NAME_RULE,
     Bandwidth,
+    Channels,
     HostNics,
     LinkSpec,
     Name,
@@ -102,7 +103,7 @@ class CollectiveWorkload(_Spec):
     op: str
     algorithm: str
     size: Size
-    channels: _count(MAX_CHANNELS) = 1
+    channels: Channels = "auto"
     chunk: Size | None = None
     ranks: _ranks | None = None
     iterations: _count(MAX_ITERATIONS) = 1
@@ -229,7 +230,7 @@ class CommSpec(_Spec):
     """How a training job's collectives run: algorithm and channels (rings) per call."""
 
     algorithm: str = "ring"
-    channels: _count(MAX_CHANNELS) = 1
+    channels: Channels = "auto"
 
 
 class ExpertRoutingSpec(_Spec):
@@ -556,6 +557,10 @@ class ExperimentSpec(_Spec):
     #: Slow GPUs drawn from the run seed (besides any ``gpu`` faults).
     stragglers: StragglerSpec | None = None
     engine: EngineSpec = EngineSpec()
+    #: How collectives and NICs are modelled: ``nccl`` (the default: NCCL's channels on rails, its
+    #: step size and per-step costs, link-layer headers) or ``fluid`` (the pure fluid model: one
+    #: channel, no slicing, no cost the file does not give; what closed forms hold for).
+    model: Literal["nccl", "fluid"] = "nccl"
     #: Evaluate the fault detector over random single-fault trials of this experiment (:mod:`netsim.detect`).
     detection: DetectionSpec | None = None
 

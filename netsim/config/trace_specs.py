@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator
 
 from netsim.errors import ConfigError, shorten
-from netsim.spectypes import MAX_CHANNELS, MAX_GPUS, MAX_ITERATIONS, _count, _FieldError, _Spec
+from netsim.spectypes import MAX_GPUS, MAX_ITERATIONS, Channels, _count, _FieldError, _Spec
 
 #: Workload ``type`` values of this module.
 TRACE_TYPES = ("chakra", "schedule")
@@ -41,7 +41,7 @@ class ChakraWorkload(_Spec):
     path: _Path
     ranks: _count(MAX_GPUS) | None = None
     algorithms: dict[str, str] = {}
-    channels: _count(MAX_CHANNELS) = 1
+    channels: Channels = "auto"
     groups: dict[str, Annotated[list[_count(MAX_GPUS - 1, 0)], Field(min_length=1)]] = {}
     ops_per_s: Annotated[float, Field(gt=0, le=1e18)] | None = None
     iterations: _count(MAX_ITERATIONS) = 1

@@ -9,14 +9,25 @@ GPUs share a host or a leaf) it is an upper bound, and the code says so.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import numpy as np
+
+from netsim.collectives.nccl import (
+    CHANNEL_ALGORITHMS,
+    CHANNELS_PER_NIC,
+    FLUID,
+    MAX_AUTO_CHANNELS,
+    MODELS,
+    CallSettings,
+    CollectiveModel,
+)
 from netsim.collectives.tree import DEFAULT_TREE_CHUNK as TREE_CHUNK
 from netsim.config import ExperimentSpec, SequenceWorkload, TrainingWorkload
 from netsim.fabrics import FabricShape, fabric_shape  # noqa: F401  (fabric_shape: re-exported)
-
 
 # ------------------------------------------------------------------ one collective call, in closed form
 
@@ -232,6 +243,7 @@ class Tally:
 
     shape: FabricShape
     sprayed: bool              #: the routing spreads every message over all its uplinks (:data:`SPREAD`)
+    model: CollectiveModel = FLUID  #: how calls are built (``channels: auto``, the ring slice)
     messages: int = 0
     calls: int = 0
     connections: dict = field(default_factory=dict)  #: (communicator, family, channels) -> connections
@@ -258,6 +270,7 @@ class Tally:
         call and how busy one of them keeps the fabric (upper bounds)."""
         shape = self.shape
         g, d = comm.per_host(shape), comm.per_domain(shape)
+        channels, chunk = self.settle(comm, algorithm, channels, chunk, op, size)
         call = collective_call(op, algorithm, comm.n, size, channels, chunk,
                                per_host=g if comm.layout != "scattered" else -shape.gpus_per_host)
         self.messages += call.messages * repeats * groups
@@ -280,6 +293,25 @@ class Tally:
             out = call.per_rank * d * (comm.n - d) // max(comm.n - 1, 1)
         out = min(out, call.in_flight)
         return call, Busy(call.in_flight, nic, out if self.sprayed else 2 * -(-out // shape.uplinks))
+
+    def settle(self, comm: RankSet, algorithm: str, channels: int | str, chunk: float | None, op: str = "allreduce",
+               size: float = 0.0) -> tuple[int, float | None]:
+        """The channels and slice the model builds a call with, from the fabric's shape: ``auto`` as
+        :func:`netsim.collectives.nccl.auto_channels` with the communicator's GPUs on a host each on
+        their own NIC, up to the host's NICs (an upper bound)."""
+        if channels == "auto":
+            if not self.model.auto_channels or algorithm not in CHANNEL_ALGORITHMS:
+                channels = 1
+            else:
+                gph = self.shape.gpus_per_host
+                nics = max(1, -(-gph // max(self.shape.gpus_per_nic, 1)))
+                if comm.layout in ("ordered", "hosts"):  # rank r on local GPU r mod gph, its NIC that mod nics
+                    hosts, rails = _rails_per_host(comm.members, gph, nics)
+                    channels = 1 if hosts < 2 else min(MAX_AUTO_CHANNELS, CHANNELS_PER_NIC * rails)
+                else:  # hosts unknown: members may share a host, each on its own NIC (an upper bound)
+                    channels = min(MAX_AUTO_CHANNELS, CHANNELS_PER_NIC * min(comm.n, gph, nics))
+        how = CallSettings(int(channels), chunk, self.model.rails, self.model.chunk_bytes)
+        return int(channels), how.slice_bytes(op, algorithm, size, comm.n)
 
     def locality(self, comm: RankSet, call: CallCounts) -> tuple[int, int, int, int]:
         """(same-host, same-domain, same-pod, far) GPU pairs of ``call``: rank-order neighbours cross a
@@ -307,6 +339,20 @@ class Tally:
         if shape.domains <= 1:
             near, pod_pairs, far = near + pod_pairs + far, 0, 0
         return host, near, pod_pairs, far
+
+
+@functools.lru_cache(maxsize=1024)
+def _rails_per_host(members: range | tuple, gph: int, nics: int) -> tuple[int, int]:
+    """(hosts, most NICs used on one host) of ranks ``members`` placed in order, ``gph`` GPUs a host (a
+    long range: its hosts counted, its NICs per host from its first ``4 gph`` members, as the pattern
+    repeats host after host)."""
+    if isinstance(members, range) and len(members) > 4 * gph:
+        hosts = len(members) if abs(members.step) >= gph else abs(members[-1] // gph - members[0] // gph) + 1
+        return hosts, _rails_per_host(members[:4 * gph], gph, nics)[1]
+    m = np.asarray(members, dtype=np.int64)
+    pairs = np.unique((m // gph) * nics + m % gph % nics)
+    hosts, per_host = np.unique(pairs // nics, return_counts=True)
+    return len(hosts), int(per_host.max()) if len(per_host) else 0
 
 
 def _walk(w, comm: RankSet, repeats: int, tally: Tally) -> Busy:
@@ -341,7 +387,7 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
         if tp > 1:  # every replica's TP group of this stage
             c = w.tp_comm
             group = RankSet(job, range(s * dp * tp, s * dp * tp + tp), layout)
-            bump = slack * 2 * c.channels * TREE_CHUNK
+            bump = slack * 2 * tally.settle(group, c.algorithm, c.channels, None)[0] * TREE_CHUNK
             if w.moe is not None:  # MoE stages run layer by layer: one TP allreduce of 2 activations per layer
                 call, x = tally.call(group, "allreduce", c.algorithm, 2 * act + bump, c.channels, None,
                                      repeats * 2 * micro * n_layers, groups=dp)
@@ -358,10 +404,10 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
             flight, core, gpu = flight + dp * x.flight, core + dp * x.core, gpu + x.nic
         if dp > 1:  # the stage's gradients, bucket by bucket, over each TP index's replicas
             c = w.dp_comm
-            bump = slack * 2 * c.channels * TREE_CHUNK
             params = n_layers * (12 * m.hidden ** 2 + 13 * m.hidden) + (s == 0) * (m.vocab + m.seq_len) * m.hidden \
                 + (s == pp - 1 and pp > 1) * m.vocab * m.hidden
             replicas = RankSet(job, range(s * dp * tp, (s + 1) * dp * tp, tp), layout)
+            bump = slack * 2 * tally.settle(replicas, c.algorithm, c.channels, None)[0] * TREE_CHUNK
             op = "reduce_scatter" if par.sharded_optimizer else "allreduce"
             call, x = tally.call(replicas, op, c.algorithm, params / tp * grad / w.dp_buckets + bump, c.channels,
                                  None, repeats * w.dp_buckets, groups=tp)
@@ -423,7 +469,7 @@ def count_workload(spec: ExperimentSpec, shape: FabricShape | None = None) -> Ta
     (12096, 4032, 3)
     """
     shape = shape or fabric_shape(spec.topology)
-    tally = Tally(shape, sprayed=spec.routing.type in SPREAD)
+    tally = Tally(shape, sprayed=spec.routing.type in SPREAD, model=MODELS[spec.model])
     jobs = []
     if spec.cluster is not None:  # jobs come from the trace at run time: not counted before the run
         return tally

@@ -14,6 +14,7 @@ import numpy as np
 from netsim import fabrics
 from netsim.collectives import CollectiveRecord
 from netsim.collectives.ideal import IdealModel
+from netsim.collectives.nccl import MODELS, fabric_defaults
 from netsim.config import ExperimentSpec, JobSpec, TrainingWorkload
 from netsim.engine import Environment, Fabric
 from netsim.engine.faults import fault_process
@@ -66,8 +67,9 @@ def spec_hash(spec: ExperimentSpec) -> str:
 
 
 def build_topology(spec: ExperimentSpec) -> Topology:
-    """The fabric described by ``spec.topology`` (its family's builder: :mod:`netsim.fabrics`)."""
-    return fabrics.build_topology(spec.topology)
+    """The fabric described by ``spec.topology`` (its family's builder: :mod:`netsim.fabrics`), with the
+    NCCL model's costs for the fields the file leaves unset (:func:`netsim.collectives.nccl.fabric_defaults`)."""
+    return fabrics.build_topology(fabric_defaults(spec.topology) if spec.model == "nccl" else spec.topology)
 
 
 @dataclass
@@ -109,12 +111,14 @@ def place_jobs(spec: ExperimentSpec, topology: Topology, rng: np.random.Generato
             policy = make_placement(policy_spec.type, policy_spec.options,
                                     path=_job_path(spec, i, "placement") if job.placement else "placement")
             gpus = policy.place(n_ranks, topology, rng, free)
+            model = MODELS[spec.model]
             if trace:
-                plan = plan_trace(job.workload, gpus.tolist(), topology, job=i)
+                plan = plan_trace(job.workload, gpus.tolist(), topology, job=i, model=model)
             elif training:
-                plan = plan_training(job.workload, gpus.tolist(), topology, job=i, name=job.name, seed=spec.seed)
+                plan = plan_training(job.workload, gpus.tolist(), topology, job=i, name=job.name, seed=spec.seed,
+                                     collective_model=model)
             else:
-                plan = plan_workload(job.workload, gpus.tolist(), topology=topology)
+                plan = plan_workload(job.workload, gpus.tolist(), topology=topology, model=model)
         except ConfigError as exc:
             if spec.jobs and not exc.path.startswith(("jobs.", "placement", "topology")):
                 raise ConfigError(exc.message, _job_path(spec, i, exc.path)) from None
@@ -221,7 +225,7 @@ def choose_partitions(spec: ExperimentSpec, topology: Topology, jobs: list[JobPl
             key = tuple(partition)
             if key not in tried:
                 plan = plan_training(w, job.gpus.tolist(), topology, job=job.index, name=job.name, seed=spec.seed,
-                                     partition=partition)
+                                     partition=partition, collective_model=MODELS[spec.model])
                 one = JobPlan(job.index, job.name, "training", job.placement, job.gpus, plan, 0.0, 1, job.spec)
                 alone = spec.model_copy(update={"engine": spec.engine.model_copy(
                     update={"record_flows": False, "congestion": False, "ideal": False})})
@@ -232,7 +236,8 @@ def choose_partitions(spec: ExperimentSpec, topology: Topology, jobs: list[JobPl
 
         even = list(job.plan.partition)
         evaluate(even)
-        speeds = stage_speeds(plan_training(w, job.gpus.tolist(), topology, partition=even, seed=spec.seed), tried[tuple(even)][1])
+        speeds = stage_speeds(plan_training(w, job.gpus.tolist(), topology, partition=even, seed=spec.seed,
+                                            collective_model=MODELS[spec.model]), tried[tuple(even)][1])
         best = partition_layers(job.plan.model.layers, speeds)
         best_t = evaluate(best)
         if evaluate(even) < best_t:
@@ -252,7 +257,7 @@ def choose_partitions(spec: ExperimentSpec, topology: Topology, jobs: list[JobPl
                     break
                 best_t, best = scored[0]
         job.plan = plan_training(w, job.gpus.tolist(), topology, job=job.index, name=job.name, partition=best,
-                                 seed=spec.seed)
+                                 seed=spec.seed, collective_model=MODELS[spec.model])
         job.plan.partition_trials = [(list(k), v[0]) for k, v in tried.items()]
 
 

@@ -146,6 +146,8 @@ class Topology:
             if hosts else np.zeros(0, dtype=np.int64)
         self.gpu_nic = np.array([nics[m.gpu_nic[i]] for m, _g, _l, nics in hosts for i in range(m.n_gpus)],
                                 dtype=np.int64)
+        #: Per GPU: the index of the NIC it uses on its host (its rail).
+        self.gpu_rail = np.array([m.gpu_nic[i] for m, *_r in hosts for i in range(m.n_gpus)], dtype=np.int64)
         self.nic_ports = nic_ports
         self.nic_profile = nic_profile
         self.tcp_nic = tcp_nic or {}

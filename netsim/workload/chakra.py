@@ -46,6 +46,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from netsim.collectives import get_algorithm
+from netsim.collectives.nccl import FLUID, CollectiveModel
 from netsim.engine.model import Schedule, ScheduleBuilder
 from netsim.errors import ConfigError, shorten
 from netsim.inputfile import read_bytes
@@ -559,6 +560,8 @@ class TraceCall:
     ends: np.ndarray         #: per member, the task after which its part of the call is done
     tcp: bool = False
     channels: int = 1
+    chunk_bytes: float | None = None
+    rails: bool = False
 
 
 @dataclass
@@ -575,22 +578,25 @@ class _Rank:
 
 
 def build_trace(trace: ChakraTrace, gpus: Sequence[int], *, algorithms: dict[str, str] | None = None,
-                channels: int = 1, job: int = 0, groups: dict[str, Sequence[int]] | None = None,
+                channels: int | str = 1, job: int = 0, groups: dict[str, Sequence[int]] | None = None,
                 ops_per_s: float | None = None, gpu_host: Sequence[int] | None = None,
-                mixes_fabrics=None) -> tuple[Schedule, list[TraceCall]]:
+                mixes_fabrics=None, model: CollectiveModel = FLUID,
+                gpu_rail: Sequence[int] | None = None) -> tuple[Schedule, list[TraceCall]]:
     """Compile ``trace`` (rank ``r`` on ``gpus[r]``) into a schedule and its collective calls (see the module
     docstring for the mapping). ``mixes_fabrics(gpus) -> bool`` marks communicators that talk TCP.
+    ``model`` settles each call's channels (``auto``), slice and ring order (``gpu_rail``: the
+    topology's, when the model puts rings on rails).
     The trace is checked again with ``groups`` and ``ops_per_s`` (:func:`check_trace`) first, and a
     deadlock across ranks or a schedule of more than :data:`MAX_TASKS` tasks is a ConfigError."""
     check_trace(trace, groups or {}, ops_per_s)
     compiler = _Compiler(trace, list(gpus), algorithms or {}, channels, job, groups or {}, ops_per_s, gpu_host,
-                         mixes_fabrics)
+                         mixes_fabrics, model, gpu_rail)
     return compiler.run()
 
 
 def check_trace_files(prefix: str | os.PathLike, ranks: int | None = None, *, groups: dict | None = None,
                       ops_per_s: float | None = None, algorithms: dict[str, str] | None = None,
-                      channels: int = 1) -> ChakraTrace:
+                      channels: int | str = 1) -> ChakraTrace:
     """Everything a run of the trace would refuse, without a fabric: :func:`read_trace`, then a compile on
     GPUs 0..N-1 (a deadlock across ranks, too many tasks), dropped. For checks before a sweep's first run."""
     trace = read_trace(prefix, ranks, groups=groups or {}, ops_per_s=ops_per_s)
@@ -603,11 +609,13 @@ class _Compiler:
     """Emits the nodes of all ranks in a global dependency order (a collective once every member has
     reached it, a receive once its send exists) into one :class:`ScheduleBuilder`."""
 
-    def __init__(self, trace, gpus, algorithms, channels, job, groups, ops_per_s, gpu_host, mixes_fabrics):
+    def __init__(self, trace, gpus, algorithms, channels, job, groups, ops_per_s, gpu_host, mixes_fabrics,
+                 model: CollectiveModel = FLUID, gpu_rail=None):
         if len(gpus) < trace.ranks:
             raise ConfigError(f"the trace has {trace.ranks} ranks but only {len(gpus)} GPUs were placed")
         self.trace, self.gpus, self.channels, self.job = trace, gpus, channels, job
         self.ops_per_s, self.gpu_host, self.mixes = ops_per_s, gpu_host, mixes_fabrics
+        self.model, self.gpu_rail = model, (gpu_rail if model.rails else None)
         self.algorithms = {**DEFAULT_ALGORITHMS, **algorithms}
         self.b = ScheduleBuilder()
         self.calls: list[TraceCall] = []
@@ -732,14 +740,18 @@ class _Compiler:
         ready = np.array([arrived[r][1] for r in members], dtype=np.int64)
         tcp = bool(self.mixes(gpus)) if self.mixes is not None and len(gpus) > 1 else False
         comm = self.comms[pg]
-        ends = np.asarray(builder(self.b, gpus, float(size), channels=self.channels, job=self.job, comm=comm,
-                                  tcp=tcp, ready=ready, gpu_host=self.gpu_host), dtype=np.int64)
+        how = self.model.settings_on(algorithm, self.channels, None, gpus, self.gpu_host, self.gpu_rail)
+        ends = np.asarray(builder(self.b, gpus, float(size), channels=how.channels, job=self.job, comm=comm,
+                                  tcp=tcp, ready=ready, gpu_host=self.gpu_host,
+                                  chunk_bytes=how.slice_bytes(op, algorithm, float(size), len(gpus)),
+                                  gpu_rail=self.gpu_rail), dtype=np.int64)
         none = np.flatnonzero(ends < 0)
         if len(none):
             ends[none] = self.b.join(n=len(none))
         label = node0.name or f"{op}/{algorithm}"
         self.calls.append(TraceCall(len(self.calls), op, algorithm, float(size), list(members), gpus, comm, label,
-                                    ready, ends, tcp, self.channels))
+                                    ready, ends, tcp, how.channels, how.slice_bytes(op, algorithm, float(size), len(gpus)),
+                                    how.rails))
         for r, end in zip(members, ends.tolist()):
             self._finish(r, arrived[r][0], end)
 

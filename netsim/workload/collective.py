@@ -15,6 +15,7 @@ import simpy
 
 from netsim.collectives import CollectiveRecord, run_collective
 from netsim.collectives.ideal import IdealModel
+from netsim.collectives.nccl import FLUID, CollectiveModel
 from netsim.config import CollectiveWorkload, SequenceWorkload
 from netsim.engine import Fabric
 from netsim.errors import ConfigError
@@ -37,6 +38,7 @@ class CallPlan:
     comm: int
     calls: int = 0  #: calls made so far (the ``iteration`` column counts across sequence repeats)
     tcp: bool = False  #: the communicator mixes NIC families, so it talks TCP (``Topology.mixes_fabrics``)
+    rails: bool = False  #: channel rings on the topology's rails (the NCCL model)
 
 
 @dataclass
@@ -90,13 +92,16 @@ def select_ranks(selector: int | list[int] | str | None, gpus: Sequence[int], pa
 
 
 def plan_workload(workload: CollectiveWorkload | SequenceWorkload, gpus: Sequence[int],
-                  path: str = "workload", topology: Topology | None = None) -> SequencePlan:
+                  path: str = "workload", topology: Topology | None = None,
+                  model: CollectiveModel = FLUID) -> SequencePlan:
     """Resolve every step's communicator; ConfigError (with the step's YAML path) on a bad selector.
 
     Distinct rank sets become distinct communicators (``comm`` ids in order of appearance), so
     concurrent sub-communicators use their own connections, while steps over the same ranks reuse
     theirs, as calls on one NCCL communicator do. With ``topology``, the transport rule is applied
-    per communicator: one that mixes NIC families talks TCP (``CallPlan.tcp``). A communicator of
+    per communicator: one that mixes NIC families talks TCP (``CallPlan.tcp``). ``model`` resolves
+    ``channels: auto``, the default slice and the ring order (:mod:`netsim.collectives.nccl`; without
+    a topology, auto is one channel). A communicator of
     fewer than 2 ranks is refused at the selector that chose it (or at ``path`` when the fabric
     has a single GPU): a collective on one rank moves nothing, and its bandwidth would be infinite.
     """
@@ -110,8 +115,10 @@ def plan_workload(workload: CollectiveWorkload | SequenceWorkload, gpus: Sequenc
         counter[0] += 1
         comm = comms.setdefault(tuple(members), len(comms))
         tcp = topology is not None and topology.mixes_fabrics(members)
-        return CallPlan(step, w.label or f"{w.op}/{w.algorithm}", w.op, w.algorithm, w.size, w.channels, w.chunk,
-                        w.iterations, members, comm, tcp=tcp)
+        how = model.settings(w.algorithm, w.channels, w.chunk, members, topology)
+        return CallPlan(step, w.label or f"{w.op}/{w.algorithm}", w.op, w.algorithm, w.size, how.channels,
+                        how.slice_bytes(w.op, w.algorithm, w.size, len(members)), w.iterations, members, comm,
+                        tcp=tcp, rails=how.rails)
 
     def walk(w: SequenceWorkload, members: list[int], at: str, source: str) -> SequencePlan:
         plan = SequencePlan(w.mode, w.iterations)
@@ -150,12 +157,12 @@ def _run_step(env, fabric, step, records, ideal, job) -> Generator:
     if step.tcp:
         fabric.use_tcp(job, step.comm)
     bound = ideal.ideal(step.op, step.algorithm, step.gpus, step.size_bytes, channels=step.channels,
-                        chunk_bytes=step.chunk_bytes, tcp=step.tcp) if ideal is not None else None
+                        chunk_bytes=step.chunk_bytes, tcp=step.tcp, rails=step.rails) if ideal is not None else None
     for _ in range(step.iterations):
         start = env.now
         yield env.process(run_collective(env, fabric, step.op, step.algorithm, step.gpus, step.size_bytes,
                                          channels=step.channels, job=job, comm=step.comm,
-                                         chunk_bytes=step.chunk_bytes, tcp=step.tcp))
+                                         chunk_bytes=step.chunk_bytes, tcp=step.tcp, rails=step.rails))
         records.append(CollectiveRecord(
             job, step.calls, step.op, step.algorithm, step.size_bytes, len(step.gpus), step.channels, start, env.now,
             ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,

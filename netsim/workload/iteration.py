@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from netsim.collectives import CollectiveRecord, get_algorithm
+from netsim.collectives.nccl import CallSettings
 from netsim.engine.fragment import Fragment, append_fragments
 from netsim.engine.model import Deps, Schedule, ScheduleBuilder
 from netsim.workload.iteration_moe import MoECall, moe_layer, moe_records
@@ -56,6 +57,7 @@ class _Calls:
     comms: tuple
     start: np.ndarray   #: per call, the task at whose end it starts
     done: np.ndarray    #: per call, the JOIN after its last tasks
+    how: CallSettings | None = None   #: how they were built (their bound is computed alike)
 
 
 @dataclass
@@ -96,8 +98,10 @@ class CompiledIteration:
         for c in self.calls:
             starts, ends = times[c.start].tolist(), times[c.done].tolist()
             for comm, start, end in zip(c.comms, starts, ends):
-                bound = ideal.ideal(c.op, c.algorithm, comm.gpus, c.size_bytes, channels=c.channels,
-                                    tcp=comm.tcp) if ideal is not None else None
+                how = c.how or CallSettings(c.channels, None, False)
+                bound = ideal.ideal(c.op, c.algorithm, comm.gpus, c.size_bytes, channels=c.channels, tcp=comm.tcp,
+                                    chunk_bytes=how.slice_bytes(c.op, c.algorithm, c.size_bytes, len(comm.gpus)),
+                                    rails=how.rails) if ideal is not None else None
                 out.append(CollectiveRecord(
                     job, iteration, c.op, c.algorithm, c.size_bytes, len(comm.gpus), c.channels, start, end,
                     ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,
@@ -112,10 +116,12 @@ def compilable(plan: TrainingPlan, speeds) -> bool:
     return not speeds
 
 
-def compile_iteration(plan: TrainingPlan, gpu_host: np.ndarray, iteration: int = 0) -> CompiledIteration:
+def compile_iteration(plan: TrainingPlan, gpu_host: np.ndarray, iteration: int = 0,
+                      gpu_rail: np.ndarray | None = None) -> CompiledIteration:
     """Iteration ``iteration`` of ``plan`` as one schedule (see the module docstring; only an MoE job's
-    depends on ``iteration``, through its drawn picks)."""
-    return _Compiler(plan, np.asarray(gpu_host), iteration).run()
+    depends on ``iteration``, through its drawn picks). ``gpu_rail``: the topology's, needed when the
+    plan's settings put rings on rails."""
+    return _Compiler(plan, np.asarray(gpu_host), iteration, gpu_rail=gpu_rail).run()
 
 
 @dataclass
@@ -123,6 +129,7 @@ class _Compiler:
     plan: TrainingPlan
     gpu_host: np.ndarray
     iteration: int = 0
+    gpu_rail: np.ndarray | None = None
     vplan: TrainingPlan | None = None   #: the plan over virtual stages (:meth:`TrainingPlan.virtual`)
     b: ScheduleBuilder = field(default_factory=ScheduleBuilder)
     calls: list[_Calls] = field(default_factory=list)
@@ -240,7 +247,7 @@ class _Compiler:
         if plan.par.tp == 1 or size <= 0:
             return prev
         c = plan.spec.tp_comm
-        done = self._call("tp", "allreduce", c.algorithm, s, size, c.channels, "tp", prev)
+        done = self._call("tp", "allreduce", c.algorithm, s, size, "tp", prev)
         self.spans["tp_s"].append((s, prev, done))
         return done
 
@@ -293,13 +300,13 @@ class _Compiler:
             ready = arrivals.get(bucket, prev)
             meet = self.b.join(after=[ready.tolist() + ([before] if before >= 0 else [])], n=1)
             op = "reduce_scatter" if plan.par.sharded_optimizer else "allreduce"
-            done = self._call("dp", op, c.algorithm, s, grad * share, c.channels, "dp", meet)
+            done = self._call("dp", op, c.algorithm, s, grad * share, "dp", meet)
             if plan.edp_groups:  # MoE: each routed expert's gradients over its replicas in the other EP groups
                 done = np.concatenate([done, self._call("edp", "allreduce", c.algorithm, s,
-                                                        expert * share, c.channels, "edp", meet)])
+                                                        expert * share, "edp", meet)])
             synced = self.b.join(after=[done.tolist()], n=1)
             if plan.par.sharded_optimizer and bucket == n_buckets - 1:
-                done = self._call("dp", "allgather", c.algorithm, s, params, c.channels, "dp", synced)
+                done = self._call("dp", "allgather", c.algorithm, s, params, "dp", synced)
                 synced = self.b.join(after=[done.tolist()], n=1)
             before = int(synced[0])
         end = self.b.join(after=Deps(np.arange(0, 2 * len(prev) + 1, 2, dtype=np.int64),
@@ -308,18 +315,21 @@ class _Compiler:
         return end
 
     # ------------------------------------------------------------------ calls
-    def _call(self, kind: str, op: str, algorithm: str, s: int, size: float, channels: int, label: str,
+    def _call(self, kind: str, op: str, algorithm: str, s: int, size: float, label: str,
               ready: np.ndarray) -> np.ndarray:
         """The calls of ``op`` on stage ``s``'s ``kind`` groups (TP: one per replica, ``ready`` one task
-        each; DP and expert DP: one per group, all after ``ready[0]``); per call, its end."""
+        each; DP and expert DP: one per group, all after ``ready[0]``); per call, its end. They are
+        built as the plan's settings for ``kind`` say (channels, slice, rails)."""
+        how = self.plan.settings[kind]
+        channels = how.channels
         comms = self._comms(kind, s)
         ready = np.broadcast_to(ready, (len(comms),))
         done = np.empty(len(comms), dtype=np.int64)
-        for frag, rows, conns in self._copies(kind, s, op, algorithm, size, channels):
+        for frag, rows, conns in self._copies(kind, s, op, algorithm, size, how):
             ranks = np.repeat(ready[rows][:, None], frag.n_ranks, axis=1)
             _first, done[rows] = append_fragments(self.b, frag, ranks, conns)
         self.calls.append(_Calls(op, algorithm, float(size), channels, label, tuple(comms),
-                                 ready.copy(), done))
+                                 ready.copy(), done, how))
         return done
 
     def _comms(self, kind: str, s: int) -> list[Communicator]:
@@ -330,10 +340,10 @@ class _Compiler:
             return [plan.edp_groups[(s, k, e)] for k in range(plan.par.tp) for e in range(plan.spec.moe.ep)]
         return [plan.dp_groups[(s, k)] for k in range(plan.par.tp)]
 
-    def _copies(self, kind: str, s: int, op: str, algorithm: str, size: float, channels: int) -> list:
+    def _copies(self, kind: str, s: int, op: str, algorithm: str, size: float, how: CallSettings) -> list:
         """``(fragment, rows, connection ids)`` per call shape among stage ``s``'s ``kind`` groups (rows:
         their positions in :meth:`_comms`); computed once per stage and call."""
-        key = (kind, s, op, algorithm, float(size), channels)
+        key = (kind, s, op, algorithm, float(size), how)
         hit = self._groups.get(key)
         if hit is not None:
             return hit
@@ -342,12 +352,14 @@ class _Compiler:
         comms = self._comms(kind, s)
         for row, comm in enumerate(comms):
             g = np.asarray(comm.gpus, dtype=np.int64)
-            shape = (tuple(np.argsort(np.argsort(g)).tolist()),
-                     tuple(np.unique(self.gpu_host[g], return_inverse=True)[1].tolist()), comm.tcp)
+            order = np.argsort(g)
+            rails = tuple(self.gpu_rail[g[order]].tolist()) if how.rails else None  # by placeholder GPU
+            shape = (tuple(np.argsort(order).tolist()),
+                     tuple(np.unique(self.gpu_host[g], return_inverse=True)[1].tolist()), comm.tcp, rails)
             shapes.setdefault(shape, []).append(row)
         out = []
-        for (vgpu, vhost, tcp), rows in shapes.items():
-            frag = self._fragment(op, algorithm, size, channels, vgpu, vhost, tcp)
+        for (vgpu, vhost, tcp, vrail), rows in shapes.items():
+            frag = self._fragment(op, algorithm, size, how, vgpu, vhost, tcp, vrail)
             placed = np.sort(np.array([comms[r].gpus for r in rows], dtype=np.int64), axis=1)
             comm_ids = np.repeat([comms[r].comm for r in rows], len(frag.conn_src))
             ids = self.b.connect(placed[:, frag.conn_src].ravel(), placed[:, frag.conn_dst].ravel(),
@@ -357,15 +369,19 @@ class _Compiler:
         self._groups[key] = out
         return out
 
-    def _fragment(self, op: str, algorithm: str, size: float, channels: int, vgpu: tuple, vhost: tuple,
-                  tcp: bool) -> Fragment:
-        """The call over placeholder GPUs ``vgpu`` (each group's GPUs by their order) on hosts ``vhost``."""
-        key = (op, algorithm, float(size), channels, vgpu, vhost, tcp)
+    def _fragment(self, op: str, algorithm: str, size: float, how: CallSettings, vgpu: tuple, vhost: tuple,
+                  tcp: bool, vrail: tuple | None) -> Fragment:
+        """The call over placeholder GPUs ``vgpu`` (each group's GPUs by their order) on hosts ``vhost``
+        (``vrail``: each placeholder GPU's rail, when rings follow rails)."""
+        key = (op, algorithm, float(size), how, vgpu, vhost, tcp, vrail)
         frag = self._fragments.get(key)
         if frag is None:
             build = get_algorithm(op, algorithm)
             host = np.empty(len(vgpu), dtype=np.int64)
             host[list(vgpu)] = vhost
+            rail = None if vrail is None else np.asarray(vrail, dtype=np.int64)
             frag = self._fragments[key] = Fragment.record(len(vgpu), lambda b, ready: build(
-                b, list(vgpu), size, channels=channels, tcp=tcp, ready=ready, gpu_host=host))
+                b, list(vgpu), size, channels=how.channels, chunk_bytes=how.slice_bytes(op, algorithm, size, len(vgpu)),
+                tcp=tcp, ready=ready,
+                gpu_host=host, gpu_rail=rail))
         return frag

@@ -37,6 +37,7 @@ import simpy
 
 from netsim.collectives import CollectiveRecord, get_algorithm, run_collective
 from netsim.collectives.ideal import IdealModel
+from netsim.collectives.nccl import FLUID, CallSettings, CollectiveModel
 from netsim.config import TrainingWorkload
 from netsim.engine import Fabric
 from netsim.engine.model import ScheduleBuilder
@@ -44,10 +45,10 @@ from netsim.engine.reference import run_schedule
 from netsim.errors import ConfigError
 from netsim.routing.base import Connection
 from netsim.topology import Topology
-from netsim.workload.moe import MoEPlan, read_picks
-from netsim.workload.speeds import ComputeSpeeds
 from netsim.workload.iteration import compilable, compile_iteration
 from netsim.workload.iteration_moe import alltoallv_record
+from netsim.workload.moe import MoEPlan, read_picks
+from netsim.workload.speeds import ComputeSpeeds
 from netsim.workload.training import (
     BREAKDOWN,
     GPU_PROFILES,
@@ -95,6 +96,8 @@ class TrainingPlan:
     experts: MoEPlan | None = None   #: the MoE layers' costs and token routing (None: a dense model)
     #: layers per virtual stage (``pp x virtual_stages`` of them; the partition itself without interleaving)
     chunks: list[int] = field(default_factory=list)
+    #: How the ``tp``, ``dp`` and ``edp`` calls are built (channels, slice, rails) under the run's model.
+    settings: dict[str, CallSettings] = field(default_factory=dict)
 
     def virtual(self) -> TrainingPlan:
         """The plan over virtual stages (one per model chunk, ``pp x virtual_stages``): its per-stage
@@ -202,8 +205,12 @@ def model_of(spec: TrainingWorkload) -> GPTModel:
 
 
 def plan_training(spec: TrainingWorkload, gpus: list[int], topology: Topology, *, job: int = 0, name: str = "",
-                  partition: list[int] | None = None, seed: int = 0) -> TrainingPlan:
+                  partition: list[int] | None = None, seed: int = 0,
+                  collective_model: CollectiveModel = FLUID) -> TrainingPlan:
     """Resolve a training job on its placed GPUs (rank -> GPU): communicators, transports, partition.
+
+    ``collective_model`` settles how each kind of call is built (:attr:`TrainingPlan.settings`): ``channels:
+    auto`` from the first group of the kind (a job's groups of one kind are laid out alike).
 
     ``partition`` (layers per stage) defaults to the spec's explicit list, else the even split;
     the ``proportional`` and ``search`` strategies are applied by :func:`choose_partition`.
@@ -242,6 +249,10 @@ def plan_training(spec: TrainingWorkload, gpus: list[int], topology: Topology, *
             plan.pp_groups[(d, k)] = add("pp", len(plan.pp_groups), [plan.rank(s, d, k) for s in range(par.pp)])
     if spec.moe is not None:
         _plan_experts(plan, topology, add, seed)
+    for kind, groups, c in (("tp", plan.tp_groups, spec.tp_comm), ("dp", plan.dp_groups, spec.dp_comm),
+                            ("edp", plan.edp_groups, spec.dp_comm)):
+        first = next(iter(groups.values()), None)
+        plan.settings[kind] = collective_model.settings(c.algorithm, c.channels, None, first.gpus if first else [], topology)
     _check_algorithms(plan, topology)
     return plan
 
@@ -286,6 +297,7 @@ def _check_algorithms(plan: TrainingPlan, topology: Topology) -> None:
             checks.append(("dp_comm", "DP", op, spec.dp_comm, plan.dp_groups.values()))
     for key, kind, op, comm_spec, groups in checks:
         build = get_algorithm(op, comm_spec.algorithm, f"workload.{key}")
+        how = plan.settings[kind.lower()]
         seen: set[tuple[int, ...]] = set()
         for comm in groups:
             shape = tuple(int(topology.gpu_host[g]) for g in comm.gpus)  # what an algorithm may care about
@@ -293,8 +305,8 @@ def _check_algorithms(plan: TrainingPlan, topology: Topology) -> None:
                 continue
             seen.add(shape)
             try:
-                build(ScheduleBuilder(), list(comm.gpus), 1.0, channels=comm_spec.channels,
-                      gpu_host=topology.gpu_host)
+                build(ScheduleBuilder(), list(comm.gpus), 1.0, channels=how.channels,
+                      gpu_host=topology.gpu_host, gpu_rail=topology.gpu_rail if how.rails else None)
             except ConfigError as exc:
                 raise ConfigError(f"{exc.message} ({kind} groups have {len(comm.gpus)} ranks)",
                                   f"workload.{key}.algorithm") from None
@@ -365,14 +377,17 @@ class _Iteration:
         return self.speeds.slowest(self.plan.tp_groups[(stage, replica)].gpus, self.env.now)
 
     # ------------------------------------------------------------------ collectives
-    def _collective(self, op: str, algorithm: str, comm: Communicator, size: float, channels: int,
+    def _collective(self, op: str, algorithm: str, comm: Communicator, size: float, kind: str,
                     label: str) -> Generator:
         env = self.env
         start = env.now
+        how = self.plan.settings[kind]
+        channels, chunk = how.channels, how.slice_bytes(op, algorithm, size, len(comm.gpus))
         yield env.process(run_collective(env, self.fabric, op, algorithm, list(comm.gpus), size, channels=channels,
-                                         job=self.plan.job, comm=comm.comm, tcp=comm.tcp))
-        bound = self.ideal.ideal(op, algorithm, comm.gpus, size, channels=channels, tcp=comm.tcp) \
-            if self.ideal is not None else None
+                                         job=self.plan.job, comm=comm.comm, tcp=comm.tcp, chunk_bytes=chunk,
+                                         rails=how.rails))
+        bound = self.ideal.ideal(op, algorithm, comm.gpus, size, channels=channels, tcp=comm.tcp,
+                                 chunk_bytes=chunk, rails=how.rails) if self.ideal is not None else None
         self.records.append(CollectiveRecord(
             self.plan.job, self.iteration, op, algorithm, size, len(comm.gpus), channels, start, env.now,
             ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,
@@ -383,7 +398,7 @@ class _Iteration:
             return
         c = self.plan.spec.tp_comm
         yield from self._collective("allreduce", c.algorithm, self.plan.tp_groups[(stage, replica)], size,
-                                    c.channels, "tp")
+                                    "tp", "tp")
 
     def _pass(self, stage: int, replica: int, compute_s: float, acct: dict, pieces: int = 1,
               after_piece: Callable[[int], None] | None = None, op: str = "F", micro: int = 0) -> Generator:
@@ -561,18 +576,18 @@ class _Iteration:
             comm = plan.dp_groups[(stage, k)]
             if plan.par.sharded_optimizer:
                 procs.append(env.process(self._collective("reduce_scatter", c.algorithm, comm,
-                                                          plan.grad_bytes(stage) * share, c.channels, "dp")))
+                                                          plan.grad_bytes(stage) * share, "dp", "dp")))
             else:
                 procs.append(env.process(self._collective("allreduce", c.algorithm, comm,
-                                                          plan.grad_bytes(stage) * share, c.channels, "dp")))
+                                                          plan.grad_bytes(stage) * share, "dp", "dp")))
         if plan.edp_groups:  # MoE: each routed expert's gradients over its replicas in the other EP groups
             procs += [env.process(self._collective("allreduce", c.algorithm, plan.edp_groups[(stage, k, e)],
-                                                   plan.expert_grad_bytes(stage) * share, c.channels, "edp"))
+                                                   plan.expert_grad_bytes(stage) * share, "edp", "edp"))
                       for k in range(plan.par.tp) for e in range(plan.spec.moe.ep)]
         yield env.all_of(procs)
         if plan.par.sharded_optimizer and bucket == plan.spec.dp_buckets - 1:
             procs = [env.process(self._collective("allgather", c.algorithm, plan.dp_groups[(stage, k)],
-                                                  plan.param_bytes(stage), c.channels, "dp"))
+                                                  plan.param_bytes(stage), "dp", "dp"))
                      for k in range(plan.par.tp)]
             yield env.all_of(procs)
         done.succeed()
@@ -637,7 +652,7 @@ def run_training(env: simpy.Environment, fabric: Fabric, plan: TrainingPlan, *, 
         start = env.now
         if compilable(plan, speeds):
             if compiled is None or plan.experts is not None:  # (MoE: the picks are drawn per iteration)
-                compiled = compile_iteration(plan, fabric.topology.gpu_host, it)
+                compiled = compile_iteration(plan, fabric.topology.gpu_host, it, fabric.topology.gpu_rail)
             run = run_schedule(env, fabric, compiled.schedule)
             yield run.done
             times = np.array(run.times)

@@ -19,6 +19,7 @@ import simpy
 
 from netsim.collectives import CollectiveRecord, get_algorithm
 from netsim.collectives.ideal import IdealModel
+from netsim.collectives.nccl import FLUID, CollectiveModel
 from netsim.config.trace_specs import TRACE_TYPES, ChakraWorkload, ScheduleWorkload
 from netsim.engine import Fabric
 from netsim.engine.model import JOIN, Schedule, ScheduleBuilder
@@ -72,15 +73,17 @@ def trace_ranks(workload: ChakraWorkload | ScheduleWorkload) -> int:
 
 
 def plan_trace(workload: ChakraWorkload | ScheduleWorkload, gpus: Sequence[int], topology: Topology,
-               job: int = 0) -> TracePlan:
-    """Read, validate and compile the job's trace on ``gpus`` (rank order)."""
+               job: int = 0, model: CollectiveModel = FLUID) -> TracePlan:
+    """Read, validate and compile the job's trace on ``gpus`` (rank order); a Chakra trace's calls are
+    built as ``model`` says (:mod:`netsim.collectives.nccl`)."""
     gpus = [int(g) for g in gpus]
     try:
         if isinstance(workload, ChakraWorkload):
             trace = read_trace(workload.path, workload.ranks)
             schedule, calls = build_trace(trace, gpus, algorithms=workload.algorithms, channels=workload.channels,
                                           job=job, groups=workload.groups, ops_per_s=workload.ops_per_s,
-                                          gpu_host=topology.gpu_host, mixes_fabrics=topology.mixes_fabrics)
+                                          gpu_host=topology.gpu_host, mixes_fabrics=topology.mixes_fabrics,
+                                          model=model, gpu_rail=model.rails_of(topology))
             tcp = sorted({c.comm for c in calls if c.tcp})
             return TracePlan("chakra", workload.path, schedule, workload.iterations, calls, tcp)
         schedule = on_gpus(read_schedule(workload.path, n_ranks=len(gpus)), gpus, job)
@@ -114,7 +117,8 @@ def run_trace(env: simpy.Environment, fabric: Fabric, plan: TracePlan, *, record
         for call in plan.trace_calls:
             if call.size_bytes > 0 and len(call.ranks) > 1:
                 bounds[call.index] = ideal.ideal(call.op, call.algorithm, call.gpus, call.size_bytes,
-                                                 channels=call.channels, tcp=call.tcp)
+                                                 channels=call.channels, tcp=call.tcp,
+                                                 chunk_bytes=call.chunk_bytes, rails=call.rails)
     for iteration in range(plan.iterations):
         t0 = env.now
         run = run_schedule(env, fabric, plan.schedule)
@@ -132,7 +136,8 @@ def run_trace(env: simpy.Environment, fabric: Fabric, plan: TracePlan, *, record
 
 
 # ---------------------------------------------------------------------------------- export
-def job_schedule(plan, gpus: Sequence[int], job: int = 0, gpu_host: Sequence[int] | None = None) -> Schedule:
+def job_schedule(plan, gpus: Sequence[int], job: int = 0, gpu_host: Sequence[int] | None = None,
+                 gpu_rail: Sequence[int] | None = None) -> Schedule:
     """One schedule for a whole planned job, its connections in rank space (rank ``r`` is ``gpus[r]``):
     what ``netsim export-schedule`` writes, and what a ``schedule`` workload reads back.
 
@@ -147,7 +152,7 @@ def job_schedule(plan, gpus: Sequence[int], job: int = 0, gpu_host: Sequence[int
             schedule = _repeat(schedule, plan.iterations)
     elif hasattr(plan, "steps") and hasattr(plan, "mode"):
         b = ScheduleBuilder()
-        _sequence(b, plan, -1, job, gpu_host)
+        _sequence(b, plan, -1, job, gpu_host, gpu_rail)
         schedule = b.build()
     else:
         raise ConfigError("only collective, sequence, chakra and schedule workloads compile to one schedule; a "
@@ -164,26 +169,26 @@ def job_schedule(plan, gpus: Sequence[int], job: int = 0, gpu_host: Sequence[int
     return Schedule(schedule.kind, conn, schedule.amount, schedule.dep_ptr, schedule.dep_idx, table)
 
 
-def _sequence(b: ScheduleBuilder, plan, ready: int, job: int, gpu_host) -> int:
+def _sequence(b: ScheduleBuilder, plan, ready: int, job: int, gpu_host, gpu_rail=None) -> int:
     """Append a SequencePlan after task ``ready`` (-1: none); the JOIN (or task) at its end."""
     for _ in range(plan.iterations):
         if plan.mode == "serial":
             for step in plan.steps:
-                ready = _step(b, step, ready, job, gpu_host)
+                ready = _step(b, step, ready, job, gpu_host, gpu_rail)
         else:
-            ends = [_step(b, step, ready, job, gpu_host) for step in plan.steps]
+            ends = [_step(b, step, ready, job, gpu_host, gpu_rail) for step in plan.steps]
             ready = int(b.join(after=[[e for e in ends if e >= 0]])[0])
     return ready
 
 
-def _step(b: ScheduleBuilder, step, ready: int, job: int, gpu_host) -> int:
+def _step(b: ScheduleBuilder, step, ready: int, job: int, gpu_host, gpu_rail=None) -> int:
     if hasattr(step, "steps"):
-        return _sequence(b, step, ready, job, gpu_host)
+        return _sequence(b, step, ready, job, gpu_host, gpu_rail)
     builder = get_algorithm(step.op, step.algorithm)
     for _ in range(step.iterations):
         ends = builder(b, step.gpus, step.size_bytes, channels=step.channels, job=job, comm=step.comm,
                        chunk_bytes=step.chunk_bytes, tcp=step.tcp, ready=None if ready < 0 else ready,
-                       gpu_host=gpu_host)
+                       gpu_host=gpu_host, gpu_rail=gpu_rail if step.rails else None)
         ready = int(b.join(after=[[int(e) for e in ends if e >= 0]])[0])
     return ready
 
