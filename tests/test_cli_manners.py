@@ -209,9 +209,10 @@ main()
 
 
 def long_experiment(tmp_path: Path, **extra) -> Path:
-    """ring-allreduce.yaml with 400 iterations on random placement: half a minute, interrupted after a second."""
+    """ring-allreduce.yaml with 400 iterations on random placement, in the fluid model (one ring): half a
+    minute, interrupted after a second."""
     data = yaml.safe_load((ROOT / "experiments" / "ring-allreduce.yaml").read_text())
-    data.update(placement="random", **extra)
+    data.update(placement="random", model="fluid", **extra)
     data["workload"]["iterations"] = 400
     path = tmp_path / "long.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
