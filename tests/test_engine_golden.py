@@ -34,8 +34,8 @@ CASES = {
 
 
 def spec(case: dict, backend: str | None = None):
-    return parse_spec({
-        "name": "golden", "seed": 7,
+    return parse_spec({  # the pure fluid model: the golden numbers are the pre-optimisation engine's on it
+        "name": "golden", "seed": 7, "model": "fluid",
         "topology": {"type": "leaf_spine", "leaves": case["leaves"], "spines": 4,
                      "hosts_per_leaf": case["hosts_per_leaf"], "gpus_per_host": 8, "nics_per_host": 8,
                      "nic": {"bandwidth": "400Gbps", "latency": "1us"},

@@ -16,12 +16,13 @@ GBPS = 1e9 / 8
 
 
 def _spec(workload, **topology) -> dict:
-    """4 hosts x 4 GPUs x 4 NICs (100 Gbps) on 2 leaves, 1:1, sequential placement."""
+    """4 hosts x 4 GPUs x 4 NICs (100 Gbps) on 2 leaves, 1:1, sequential placement; the pure fluid model
+    (rank-order rings, whose closed forms the tests below check)."""
     topo = dict(type="leaf_spine", leaves=2, spines=4, hosts_per_leaf=2, gpus_per_host=4, nics_per_host=4,
                 nic={"bandwidth": "100Gbps", "latency": "1us"}, uplink={"bandwidth": "100Gbps", "count": 2},
                 intra_host={"bandwidth": "2400Gbps"})
     topo.update(topology)
-    return dict(name="seq", seed=3, topology=topo, placement="sequential", routing="ecmp", workload=workload)
+    return dict(name="seq", seed=3, model="fluid", topology=topo, placement="sequential", routing="ecmp", workload=workload)
 
 
 def _collectives(tmp_path, spec) -> pd.DataFrame:

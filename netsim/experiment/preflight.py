@@ -247,6 +247,7 @@ def check(spec: ExperimentSpec, max_memory_bytes: float | None = None) -> Estima
     --------
     >>> from netsim.config import parse_spec
     >>> spec = parse_spec({"name": "x", "topology": {"type": "frontier", "groups": 2}, "routing": "minimal",
+    ...                    "model": "fluid",
     ...                    "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "1GiB"}})
     >>> check(spec).gpus
     2048
@@ -286,8 +287,8 @@ def estimate(spec: ExperimentSpec) -> Estimate:
     >>> spec = parse_spec({"name": "x", "topology": {"type": "frontier", "groups": 2}, "routing": "minimal",
     ...                    "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "1GiB"}})
     >>> est = estimate(spec)
-    >>> est.gpus, est.links, est.connections, est.messages   # a 2,048-rank ring: 2 x 2,048 x 2,047 messages
-    (2048, 12232, 2048, 8384512)
+    >>> est.gpus, est.links, est.connections, est.messages   # 8 rings (2 per NIC) of 2 x 2,048 x 2,047 messages
+    (2048, 12232, 16384, 67076096)
     >>> est.memory_bytes > 2**30
     True
     """
