@@ -151,3 +151,16 @@ def test_ring_steps_go_as_nccl_steps_at_most_eight_a_step():
         assert result.fabric.stats["flows"] == messages, size
         piece = size / (64 * 2)
         assert slices == math.ceil(piece / max(STEP_BYTES, piece / 8))
+
+
+def test_a_run_too_large_under_the_model_is_refused_with_what_the_fluid_model_would_need():
+    from netsim.errors import NetsimError
+    from netsim.experiment.preflight import check
+    spec = parse_spec({"name": "x", "topology": {"type": "frontier", "groups": 2}, "routing": "minimal",
+                       "workload": {"type": "collective", "op": "allreduce", "algorithm": "ring", "size": "1GiB"}})
+    with pytest.raises(NetsimError) as err:
+        check(spec, max_memory_bytes=2**30)
+    assert "the NCCL model's rings make 8x the messages of --set model=fluid, which needs about" in str(err.value)
+    with pytest.raises(NetsimError) as err:
+        check(spec.model_copy(update={"model": "fluid"}), max_memory_bytes=2**20)
+    assert "model=fluid" not in str(err.value)

@@ -261,8 +261,19 @@ def check(spec: ExperimentSpec, max_memory_bytes: float | None = None) -> Estima
         raise NetsimError(
             f"this run needs about {_gib(est.memory_bytes)} ({est.hosts:,} hosts, {est.links:,} links, "
             f"{est.connections:,} connections, {est.messages:,} messages), above the {_gib(limit)} limit; "
-            f"raise it with --max-memory {_option(est.memory_bytes)} or make the run smaller")
+            f"raise it with --max-memory {_option(est.memory_bytes)} or make the run smaller"
+            + (fluid_hint(spec, est) if spec.model == "nccl" else ""))
     return est
+
+
+def fluid_hint(spec: ExperimentSpec, est: Estimate) -> str:
+    """What the same run costs in the pure fluid model, when that is much less (the NCCL model's channels
+    and ring slices multiply messages): a hint for the refusal message, empty otherwise."""
+    fluid = estimate(spec.model_copy(update={"model": "fluid"}))
+    if fluid.messages * 2 > est.messages:
+        return ""
+    return (f" (the NCCL model's rings make {est.messages / max(fluid.messages, 1):.0f}x the messages of "
+            f"--set model=fluid, which needs about {_gib(fluid.memory_bytes)})")
 
 
 # ------------------------------------------------------------------ the estimate
