@@ -214,7 +214,7 @@ def rail_ring(gpus: Sequence[int], gpu_host: Sequence[int], gpu_rail: Sequence[i
                 a, x = ((channel + 1, channel + 2) if h == n_runs - 2 else (channel + 2, channel))
                 a, x = a % len(rails), x % len(rails)
             enter = on[rails[a]][0]
-            leave = next((g for g in reversed(on[rails[x]]) if g != enter), run[-1] if run[-1] != enter else run[0])
+            leave = on[rails[x]][-1]  # another rail (a host with one rail is never open): never ``enter``
         i = run.index(enter)
         middle = [g for g in run[i + 1:] + run[:i] if g != leave]
         order.extend([enter, *middle] + ([leave] if leave != enter else []))
