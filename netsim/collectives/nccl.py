@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsim.topology.packets import HEADER_BYTES, MTU_BYTES, header_efficiency
+
 #: NCCL's step: ``NCCL_BUFFSIZE`` 4 MiB over ``NCCL_STEPS`` 8 slots. A ring sends a step's piece as
 #: messages of at most this many bytes (``chunk_bytes``).
 STEP_BYTES = 512 * 1024
@@ -28,18 +30,13 @@ NVLINK_STEP_S = 3.4e-6
 #: NCCL opens one ring per NIC and duplicates the rings when the intra-node bandwidth allows
 #: (``search.cc``, ``dupChannels``): two channels per NIC a communicator's hosts use.
 CHANNELS_PER_NIC = 2
-#: Payload share of the wire at the MTU, per NIC family: payload / (payload + per-packet bytes).
-#: InfiniBand at a 4096-byte MTU: LRH 8 + BTH 12 + ICRC 4 + VCRC 2 = 26 header bytes.
-#: RoCE v2 at 4096: Ethernet 14 + FCS 4 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4, plus preamble 8 and
-#: inter-frame gap 12 = 82 bytes on the wire. Slingshot (Ethernet-based, its own header): as RoCE.
-#: A NIC without a family (``generic``) is taken as InfiniBand.
-HEADER_EFFICIENCY = {
-    "infiniband": 4096 / (4096 + 26),
-    "generic": 4096 / (4096 + 26),
-    "roce": 4096 / (4096 + 82),
-    "slingshot": 4096 / (4096 + 82),
-    "ethernet": 4096 / (4096 + 82),
-}
+#: Payload share of the wire at the MTU, per NIC family: payload / (payload + per-packet bytes), with
+#: the per-packet bytes of :data:`netsim.topology.packets.HEADER_BYTES` (InfiniBand 26, RoCE v2 82
+#: with preamble and inter-frame gap; Slingshot and Ethernet as RoCE; ``generic`` as InfiniBand).
+HEADER_EFFICIENCY = {family: header_efficiency(family) for family in HEADER_BYTES}
+#: How switches forward under this model: cut-through, as InfiniBand and RDMA Ethernet switches do
+#: when the egress is free (:mod:`netsim.topology.packets`).
+SWITCHING = "cut_through"
 
 
 @dataclass(frozen=True)
@@ -221,13 +218,13 @@ def rail_ring(gpus: Sequence[int], gpu_host: Sequence[int], gpu_rail: Sequence[i
     return order
 
 
-def fabric_defaults(spec):
+def fabric_defaults(spec, mtu: int = MTU_BYTES):
     """``spec`` (a ``topology:`` section) with NCCL's costs where the file leaves them unset.
 
     * a NIC's per-message ``overhead``: :data:`NET_STEP_S` (a NIC profile's own latency when larger,
       e.g. a TCP NIC's);
-    * a NIC's ``efficiency`` when neither it nor a profile gives one: :data:`HEADER_EFFICIENCY` of its
-      family;
+    * a NIC's ``efficiency`` when neither it nor a profile gives one: the payload's share of full
+      packets of ``mtu`` bytes with its family's headers (:data:`HEADER_EFFICIENCY` at 4096 bytes);
     * ``intra_host.overhead``: :data:`NVLINK_STEP_S`.
 
     Every field the file sets stays as set. Fabrics whose nodes are built in (``frontier``) keep
@@ -253,7 +250,7 @@ def fabric_defaults(spec):
         if v.overhead is None:
             update["overhead"] = max(NET_STEP_S, profile.latency_s if profile else 0.0)
         if v.efficiency is None and profile is None:
-            update["efficiency"] = HEADER_EFFICIENCY.get(v.family or "generic", HEADER_EFFICIENCY["generic"])
+            update["efficiency"] = header_efficiency(v.family, mtu)
         return v.model_copy(update=update) if update else v
 
     def link(v: LinkSpec, cost: float) -> LinkSpec:

@@ -538,6 +538,17 @@ class DetectionSpec(_Spec):
         return self
 
 
+class PacketSpec(_Spec):
+    """``packets: {switching: store_and_forward, mtu: 9000}``: what switches hold of a packet before they
+    forward it (:mod:`netsim.topology.packets`). ``switching``: ``cut_through`` (the header; what the
+    ``nccl`` model uses when the section is absent), ``store_and_forward`` (the whole packet, as packet
+    simulators such as htsim and ns-3 forward) or ``none`` (nothing: the fluid model, what ``fluid``
+    uses). ``mtu``: payload bytes of a full packet; the per-packet headers come from the NICs' family."""
+
+    switching: Literal["none", "cut_through", "store_and_forward"] = "store_and_forward"
+    mtu: Annotated[int, Field(ge=256, le=65_536)] = 4096
+
+
 class ExperimentSpec(_Spec):
     """A whole experiment: fabric, placement, routing, and one workload or several ``jobs``; seed, faults."""
 
@@ -561,6 +572,9 @@ class ExperimentSpec(_Spec):
     #: step size and per-step costs, link-layer headers) or ``fluid`` (the pure fluid model: one
     #: channel, no slicing, no cost the file does not give; what closed forms hold for).
     model: Literal["nccl", "fluid"] = "nccl"
+    #: What switches hold of a packet before forwarding it (absent: cut-through under ``nccl``, none under
+    #: ``fluid``).
+    packets: PacketSpec | None = None
     #: Evaluate the fault detector over random single-fault trials of this experiment (:mod:`netsim.detect`).
     detection: DetectionSpec | None = None
 

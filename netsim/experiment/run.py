@@ -14,7 +14,7 @@ import numpy as np
 from netsim import fabrics
 from netsim.collectives import CollectiveRecord
 from netsim.collectives.ideal import IdealModel
-from netsim.collectives.nccl import MODELS, fabric_defaults
+from netsim.collectives.nccl import MODELS, SWITCHING, fabric_defaults
 from netsim.config import ExperimentSpec, JobSpec, TrainingWorkload
 from netsim.engine import Environment, Fabric
 from netsim.engine.faults import fault_process
@@ -30,6 +30,7 @@ from netsim.experiment.faultplan import (
 from netsim.placement import make_placement
 from netsim.routing import make_routing
 from netsim.topology import Topology
+from netsim.topology.packets import MTU_BYTES, PacketModel, fabric_header, with_packets
 from netsim.workload import SequencePlan, plan_workload, run_workload
 from netsim.workload.pipeline import IterationRecord, TrainingPlan, plan_training, run_training, stage_speeds
 from netsim.workload.speeds import ComputeSpeeds
@@ -68,8 +69,13 @@ def spec_hash(spec: ExperimentSpec) -> str:
 
 def build_topology(spec: ExperimentSpec) -> Topology:
     """The fabric described by ``spec.topology`` (its family's builder: :mod:`netsim.fabrics`), with the
-    NCCL model's costs for the fields the file leaves unset (:func:`netsim.collectives.nccl.fabric_defaults`)."""
-    return fabrics.build_topology(fabric_defaults(spec.topology) if spec.model == "nccl" else spec.topology)
+    NCCL model's costs for the fields the file leaves unset (:func:`netsim.collectives.nccl.fabric_defaults`)
+    and its switches' packet forwarding (``packets:``; absent, the model's: :mod:`netsim.topology.packets`)."""
+    nccl, packets = spec.model == "nccl", spec.packets
+    mtu = packets.mtu if packets else MTU_BYTES
+    topology = fabrics.build_topology(fabric_defaults(spec.topology, mtu) if nccl else spec.topology)
+    switching = packets.switching if packets else (SWITCHING if nccl else "none")
+    return with_packets(topology, PacketModel(switching, mtu, fabric_header(topology)))
 
 
 @dataclass
