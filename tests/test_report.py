@@ -38,6 +38,8 @@ SMALL = {
     "ring-vs-tree-frontier": ["workload.ranks=8"],
     "routes-table": ["workload.size=1MiB"],
     "packets-store-and-forward": ["workload.size=1MiB", "topology.leaves=2"],
+    "validation-planned-paths": ["workload.size=1MiB"],
+    "validation-qp-scaling": ["workload.size=1MiB", "topology.leaves=2"],
     "spraying-vs-splitting": ["topology.leaves=2", "workload.ranks=8"],
     "c4p-multijob": ["topology.leaves=4", *[f"jobs.{i}.workload.ranks=16" for i in JOBS4],
                      *[f"jobs.{i}.workload.size=1MiB" for i in JOBS4]],
