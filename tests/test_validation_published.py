@@ -74,7 +74,7 @@ def test_queue_pair_scaling_runs_on_the_same_file_at_a_small_scale():
 @pytest.mark.parametrize("name,simulated", [("validation-planned-paths", H3C_SIMULATED),
                                             ("validation-qp-scaling", META_SIMULATED)])
 def test_every_seed_of_the_published_comparisons(name, simulated):
-    """The whole files, as the docs' table was made (the queue-pair one takes about 18 minutes)."""
+    """The whole files, as the docs' table was made (the queue-pair one takes about 6 minutes)."""
     for (variant, seed), spec in runs(name).items():
         assert busbw(spec) == pytest.approx(simulated[variant][seed], abs=0.06), (variant, seed)
 

@@ -153,6 +153,8 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
         self.store = RouteStore(self.core, unbounded_links)
         self._cross = np.zeros(n_links, np.int64)  # per link: pieces of the connections' routes on it
         self._conn_cross: dict[int, np.ndarray] = {}
+        #: (connection, key) -> stored route, for a policy with ``route_keys`` (see ``_route_keyed``).
+        self._keyed_routes: dict[tuple[int, int], int] = {}
         self._spray_ids: dict[tuple, int] = {}  # per (path class, host-end path counts): its sprayed piece
         self._sprayer = Spray(topology)
         self._tcp_comms: set[tuple[int, int]] = set()
@@ -409,6 +411,7 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
         they have left."""
         self._sync_time()
         self.routing.links_changed(dict(state))
+        self._keyed_routes.clear()
         routed = np.flatnonzero(self.ci[CI_ROUTE, :len(self.conns)] >= 0)
         if not len(routed):
             return

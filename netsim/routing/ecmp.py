@@ -191,12 +191,16 @@ class ECMP(PolicyBase):
         """The queue pair each message of a batch (connections or their :class:`Columns`) starts on, in
         batch order (a connection listed twice starts two messages): a connection's m-th message takes
         ``m mod qps``. Counts the messages: :meth:`routes` and :meth:`plan` call it once per batch."""
-        cols = connections if isinstance(connections, Columns) else connection_columns(connections)
-        out = np.zeros(len(cols), dtype=np.int64)
         if self.qps == 1:
-            return out
+            return np.zeros(len(connections), dtype=np.int64)
+        if isinstance(connections, Columns) or len(connections) > SMALL_BATCH:
+            cols = connections if isinstance(connections, Columns) else connection_columns(connections)
+            rows = zip(*(c.tolist() for c in cols))   # (tuples: equal to the Connections)
+        else:  # perf: most instants start one or two messages; their columns cost more than they do
+            rows = iter(connections)
+        out = np.zeros(len(connections), dtype=np.int64)
         sent, k = self._sent, self.qps
-        for i, key in enumerate(zip(*(c.tolist() for c in cols))):  # (tuples: equal to the Connections)
+        for i, key in enumerate(rows):
             m = sent.get(key, 0)
             sent[key] = m + 1
             out[i] = m % k
@@ -223,11 +227,25 @@ class ECMP(PolicyBase):
             return from_routes(self.topology, conns, [self.paths(c) for c in conns], self.independent)
         return in_chunks(connection_columns(connections), CHUNK, self._hashed)
 
-    def _qp_routes(self, connections):
-        """:meth:`routes` with queue pairs: each entry's queue pair, then its path (large batches under
-        per-path hashing in numpy)."""
+    def route_keys(self, connections) -> np.ndarray | None:
+        """What a batch's routes depend on beyond each connection, for an executor that keeps the routes
+        it was given: with ``qps`` > 1 and no failed link, each message's queue pair (counted, as
+        :meth:`routes` counts them); ``None`` otherwise (ask :meth:`routes`). The executor then asks
+        :meth:`keyed_routes` only for (connection, queue pair)s it has not seen."""
+        if self.qps == 1 or self.failed:
+            return None
+        return self.queue_pairs(connections)
+
+    def keyed_routes(self, connections, keys: np.ndarray):
+        """The routes of a batch whose queue pairs are ``keys`` (from :meth:`route_keys`; nothing counted)."""
+        return self._qp_routes(connections, np.asarray(keys, dtype=np.int64))
+
+    def _qp_routes(self, connections, qps: np.ndarray | None = None):
+        """:meth:`routes` with queue pairs: each entry's queue pair (counted unless given), then its path
+        (large batches under per-path hashing in numpy)."""
         cols = connection_columns(connections)
-        qps = self.queue_pairs(cols)
+        if qps is None:
+            qps = self.queue_pairs(cols)
         if self.hashing == "path" and len(cols) > SMALL_BATCH:
             return concat_routes([self._hashed(Columns(*(c[at:at + CHUNK] for c in cols)), qps[at:at + CHUNK])
                                   for at in range(0, len(cols), CHUNK)])
