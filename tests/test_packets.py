@@ -158,3 +158,24 @@ def test_bad_packets_sections_fail_with_their_path():
     with pytest.raises(ConfigError) as e:
         parse_spec(_experiment(packets={"mtu": 100}))
     assert "packets.mtu" in str(e.value)
+
+
+def test_a_fabric_of_mixed_nic_families_takes_the_largest_header():
+    """One fabric, one packet format: with RoCE and InfiniBand hosts, the core carries RoCE's 82 bytes."""
+    from netsim.topology.packets import fabric_header
+    ib = NicProfile("ib", LINE, 0.0, header_efficiency("infiniband"), "rdma", "infiniband")
+    roce = NicProfile("roce", LINE, 0.0, header_efficiency("roce"), "rdma", "roce")
+    topo = leaf_spine(leaves=2, spines=1, hosts_per_leaf=2, gpus_per_host=1, nics_per_host=1, nic=ib,
+                      host_nics={3: roce}, uplink_bandwidth_Bps=LINE, intra_bandwidth_Bps=1e13)
+    assert fabric_header(topo) == HEADER_BYTES["roce"]
+    assert fabric_header(fabric(4096)) == HEADER_BYTES["infiniband"]
+
+
+def test_switching_none_leaves_the_fabric_as_built():
+    topo = fabric(4096)
+    latency, capacity = topo.links.latency_s.copy(), topo.links.capacity_Bps.copy()
+    assert with_packets(topo, PacketModel("none", 4096, 26)) is topo
+    np.testing.assert_array_equal(topo.links.latency_s, latency)
+    np.testing.assert_array_equal(topo.links.capacity_Bps, capacity)
+    with pytest.raises(ValueError, match="switching must be one of"):
+        PacketModel("wormhole")
