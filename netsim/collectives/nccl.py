@@ -36,7 +36,7 @@ CHANNELS_PER_NIC = 2
 HEADER_EFFICIENCY = {family: header_efficiency(family) for family in HEADER_BYTES}
 #: How switches forward under this model: cut-through, as InfiniBand and RDMA Ethernet switches do
 #: when the egress is free (:mod:`netsim.topology.packets`).
-SWITCHING = "cut_through"
+SWITCH_MODE = "cut_through"
 
 
 @dataclass(frozen=True)

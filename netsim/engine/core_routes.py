@@ -148,23 +148,15 @@ class CoreRoutes:
         perf: a ring over 16 queue pairs per connection asked for and stored a route per message (130k
         messages: 47 of 58 s); the memo is dropped when links change (:meth:`routing_changed`)."""
         memo = self._keyed_routes
-        got = [memo.get(k) for k in zip(ids.tolist(), keys.tolist())]
-        miss = [i for i, r in enumerate(got) if r is None]
-        if miss:
-            at = np.asarray(miss, dtype=np.int64)
-            first: dict[tuple[int, int], int] = {}
-            for i in miss:   # (a pair twice in one batch is asked for once)
-                first.setdefault((int(ids[i]), int(keys[i])), i)
-            ask = np.asarray(sorted(first.values()), dtype=np.int64)
-            table = self.routing.keyed_routes(ConnectionRows(self.conns, ids[ask]), keys[ask])
-            stored = self._stored(ids[ask], table)
-            for i, r in zip(ask.tolist(), stored.tolist()):
-                memo[(int(ids[i]), int(keys[i]))] = r
-            for i in at.tolist():
-                got[i] = memo[(int(ids[i]), int(keys[i]))]
+        pairs = list(zip(ids.tolist(), keys.tolist()))
+        new = list(dict.fromkeys(p for p in pairs if p not in memo))   # each unseen pair once, in order
+        if new:
+            conns, qps = np.array(new, dtype=np.int64).T
+            memo.update(zip(new, self._stored(conns, self.routing.keyed_routes(ConnectionRows(self.conns, conns),
+                                                                               qps)).tolist()))
         self.ci[CI_STAMP, ids] = self.iv[IV_FLUSH_ID]
-        for c, r in zip(ids.tolist(), got):
-            self._set_route(c, int(r))
+        for pair in pairs:
+            self._set_route(pair[0], memo[pair])
         self._ensure_capacity()
 
     def _set_route(self, c: int, r: int) -> None:

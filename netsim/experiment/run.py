@@ -14,7 +14,7 @@ import numpy as np
 from netsim import fabrics
 from netsim.collectives import CollectiveRecord
 from netsim.collectives.ideal import IdealModel
-from netsim.collectives.nccl import MODELS, SWITCHING, fabric_defaults
+from netsim.collectives.nccl import MODELS, SWITCH_MODE, fabric_defaults
 from netsim.config import ExperimentSpec, JobSpec, TrainingWorkload
 from netsim.engine import Environment, Fabric
 from netsim.engine.faults import fault_process
@@ -74,7 +74,7 @@ def build_topology(spec: ExperimentSpec) -> Topology:
     nccl, packets = spec.model == "nccl", spec.packets
     mtu = packets.mtu if packets else MTU_BYTES
     topology = fabrics.build_topology(fabric_defaults(spec.topology, mtu) if nccl else spec.topology)
-    switching = packets.switching if packets else (SWITCHING if nccl else "none")
+    switching = packets.switching if packets else (SWITCH_MODE if nccl else "none")
     return with_packets(topology, PacketModel(switching, mtu, fabric_header(topology)))
 
 
