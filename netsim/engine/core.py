@@ -290,6 +290,8 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
             ti[TK_NOTIFY, first + notify] = 1
         tf[TF_AMOUNT, first:total] = schedule.amount
         tf[TF_DONE, first:total] = np.nan
+        if schedule.overhead_scale is not None:
+            tf[dag.TF_EXTRA, first:total] = schedule.extra_delay_s(self._overheads(conn))
         sp, si = schedule.successors()
         self.succ_ptr = _grown(self.succ_ptr, total + 1)
         self.succ_ptr[first + 1:total + 1] = sp[1:] + self.succ_ptr[first]
@@ -359,6 +361,16 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
         if n == 0:
             done.succeed()
         return handle
+
+    def _overheads(self, conn: np.ndarray) -> np.ndarray:
+        """Per task of connection ids ``conn`` (ours; -1: none), that connection's per-message
+        overhead (0 for none)."""
+        out = np.zeros(len(conn))
+        has = conn >= 0
+        ids = conn[has]
+        src, dst, tcp = (self.conns.column(f)[ids] for f in ("src", "dst", "tcp"))
+        out[has] = np.where(src == dst, 0.0, self.topology.message_overheads_s(src, dst, tcp.astype(bool)))
+        return out
 
     def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
              cap_Bps: float = math.inf, event: simpy.Event | None = None) -> simpy.Event:

@@ -18,7 +18,8 @@ the policy and under ideal spraying (congestion), bytes per link per time bin (l
 State layout (see :class:`netsim.engine.core.CompiledCore`, which owns the arrays):
 
 * tasks: ``ti[TK_*, t]`` ints (kind, connection, dependencies left, notify flag, next task queued on
-  the same connection, fid) and ``tf[TF_*, t]`` floats (amount, done time, post time); successors
+  the same connection, fid) and ``tf[TF_*, t]`` floats (amount, done time, post time, what the message's overhead scale adds to
+  its delay); successors
   as a CSR ``succ_ptr``, ``succ_idx``.
 * connections: ``ci[CI_*, c]`` ints and ``cf[CF_*, c]`` floats (cap, bytes posted and delivered,
   the current message's demand).
@@ -43,8 +44,8 @@ SEND, DELAY, JOIN = 0, 1, 2
 # task ints / floats
 TK_KIND, TK_CONN, TK_LEFT, TK_NOTIFY, TK_NEXT, TK_FID, TK_PATHS = range(7)
 N_TK = 7
-TF_AMOUNT, TF_DONE, TF_POST = range(3)
-N_TF = 3
+TF_AMOUNT, TF_DONE, TF_POST, TF_EXTRA = range(4)
+N_TF = 4
 # connection ints / floats. ROUTE: the routes the next message takes; FLIGHT: those of the message in
 # flight (a reroute moves it off them); STAMP: the flush whose batch the policy last routed.
 (CI_ROUTE, CI_HEAD, CI_TAIL, CI_SLOT, CI_GROUP, CI_SUCC, CI_QPS, CI_MODE, CI_SPRAY, CI_SELF, CI_FLIGHT,
@@ -359,8 +360,8 @@ def _drained(s, now, ti, tf, ci, cf, iv, ah, start, rec, pi, pf, ll, lw, core, o
     if g < 0:
         if iv[IV_CONGESTION]:
             _piece_offer(p, -cf[CF_DEMAND, c], pi, ll, lw, core, ok, oa, okey_pos, iv, SLOT_NOK)
-        _arrive(task, c, now + cf[CF_DELAY, c], ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core, sk, sa,
-                skey_pos)
+        _arrive(task, c, now + (cf[CF_DELAY, c] + tf[TF_EXTRA, task]), ti, tf, ci, cf, iv, ah, start, rec, pi, ll,
+                lw, core, sk, sa, skey_pos)
         return
     if iv[IV_CONGESTION]:
         _piece_offer(p, -cf[CF_DEMAND, c] * pf[PF_FRAC, p], pi, ll, lw, core, ok, oa, okey_pos, iv, SLOT_NOK)
@@ -371,8 +372,8 @@ def _drained(s, now, ti, tf, ci, cf, iv, ah, start, rec, pi, pf, ll, lw, core, o
         group_task[g] = -1
         gfree[iv[IV_NGFREE]] = g
         iv[IV_NGFREE] += 1
-        _arrive(task, c, now + (arrive - now), ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core, sk, sa,
-                skey_pos)
+        _arrive(task, c, now + ((arrive - now) + tf[TF_EXTRA, task]), ti, tf, ci, cf, iv, ah, start, rec, pi, ll,
+                lw, core, sk, sa, skey_pos)
 
 
 @njit(**NO_REFCOUNT)
@@ -749,8 +750,8 @@ def _flush(now, ti, tf, ci, cf, ri, pi, pf, ll, lw, el, ew, core, off, ok, oa, o
                     _piece_offer(ci[CI_SPRAY, c], demand, pi, ll, lw, core, sk, sa, skey_pos, iv, SLOT_NSK)
             if size == 0.0 or pi[PI_NL, merged] == 0:  # finishes at once (Fabric._place -> _done)
                 cf[CF_DELAY, c] = pf[PF_DELAY, merged]
-                _arrive(s, c, now + pf[PF_DELAY, merged], ti, tf, ci, cf, iv, ah, start, rec, pi, ll, lw, core,
-                        sk, sa, skey_pos)
+                _arrive(s, c, now + (pf[PF_DELAY, merged] + tf[TF_EXTRA, s]), ti, tf, ci, cf, iv, ah, start, rec, pi,
+                        ll, lw, core, sk, sa, skey_pos)
                 continue
             ci[CI_FLIGHT, c] = r
             if not split:
@@ -881,7 +882,7 @@ def advance(limit, ti, tf, succ_ptr, succ_idx, ci, cf, ri, pi, pf, ll, lw, el, e
 
 
 @inner
-def _schedule(s, now, kind, conn, amount, rate, delay, same, busy, ah, nah, seq):
+def _schedule(s, now, kind, conn, amount, rate, delay, extra, same, busy, ah, nah, seq):
     """Task ``s`` is released at ``now``: its end goes on the event heap (``IdealFabric.send``: after
     the connection's earlier messages, at the pair's rate, plus its delay; a DELAY: after its
     amount), with SimPy's float arithmetic. Returns the heap."""
@@ -895,7 +896,7 @@ def _schedule(s, now, kind, conn, amount, rate, delay, same, busy, ah, nah, seq)
             start = max(now, busy[c])
             end = start + (amount[s] / rate[c] if amount[s] != 0.0 else 0.0)
             busy[c] = end
-            t = now + ((end + delay[c]) - now)
+            t = now + (((end + delay[c]) + extra[s]) - now)
     if nah == ah.shape[0]:
         bigger = np.empty((2 * nah, 3))
         _copy_rows(bigger, ah, nah)
@@ -932,7 +933,7 @@ def same_routes(ri, pi, pf, ll, lw, old, new, out):
 
 
 @njit(cache=True, nogil=True)
-def replay_kernel(kind, conn, amount, left, succ_ptr, succ_idx, rate, delay, same):
+def replay_kernel(kind, conn, amount, left, succ_ptr, succ_idx, rate, delay, extra, same):
     """Each task's end under :class:`~netsim.engine.ideal.IdealFabric` (see :func:`netsim.engine.ideal.replay`), and the last one."""
     n = kind.shape[0]
     times = np.full(n, np.nan)
@@ -948,7 +949,7 @@ def replay_kernel(kind, conn, amount, left, succ_ptr, succ_idx, rate, delay, sam
         if i < roots.shape[0]:
             task = roots[i]
             if kind[task] != JOIN:
-                ah = _schedule(task, now, kind, conn, amount, rate, delay, same, busy, ah, nah, seq)
+                ah = _schedule(task, now, kind, conn, amount, rate, delay, extra, same, busy, ah, nah, seq)
                 nah += 1
                 seq += 1
                 continue
@@ -981,7 +982,7 @@ def replay_kernel(kind, conn, amount, left, succ_ptr, succ_idx, rate, delay, sam
                 stack[top, 0], stack[top, 1] = s, succ_ptr[s]
                 top += 1
             else:
-                ah = _schedule(s, now, kind, conn, amount, rate, delay, same, busy, ah, nah, seq)
+                ah = _schedule(s, now, kind, conn, amount, rate, delay, extra, same, busy, ah, nah, seq)
                 nah += 1
                 seq += 1
     return times, now

@@ -321,9 +321,11 @@ class IdealFabric:
         self.exclusive = False
 
     def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
-             cap_Bps: float = math.inf, event: simpy.Event | None = None, notify=None) -> simpy.Event | None:
+             cap_Bps: float = math.inf, event: simpy.Event | None = None, notify=None,
+             overhead_scale: float = 1.0) -> simpy.Event | None:
         """Deliver ``size_bytes`` at the pair's best rate, after the connection's earlier messages
-        (``notify`` is called on arrival, or the returned event fires)."""
+        (``notify`` is called on arrival, or the returned event fires); the message pays
+        ``overhead_scale`` times the pair's per-message overhead."""
         env = self.env
         if notify is None:
             if event is None:
@@ -333,12 +335,14 @@ class IdealFabric:
             Wakeup(env, 0.0, NORMAL, notify)
             return event
         conn = connection if connection is not None else Connection(src, dst)
-        rate, delay, forced = self.model.pair(src, dst, self.tcp or conn.tcp)
+        tcp = self.tcp or conn.tcp
+        rate, delay, forced = self.model.pair(src, dst, tcp)
+        extra = 0.0 if overhead_scale == 1.0 else (overhead_scale - 1.0) * self.topology.message_overhead_s(src, dst, tcp)
         rate = min(rate, cap_Bps)
         start = max(env.now, self._busy.get(conn, 0.0))
         end = start + (size_bytes / rate if size_bytes else 0.0)
         self._busy[conn] = end
-        Wakeup(env, end + delay - env.now, NORMAL, notify)
+        Wakeup(env, end + delay + extra - env.now, NORMAL, notify)
         for lk in forced:
             self.forced_bytes[lk] += size_bytes
         h_s, h_d = int(self.topology.gpu_host[src]), int(self.topology.gpu_host[dst])
@@ -379,9 +383,16 @@ def replay(model: PairModel, schedule, tcp: bool = False) -> tuple[np.ndarray, f
     rate[used], delay[used], fptr, flinks, uniform = model.table(src[used], dst[used], ctcp[used])
     succ_ptr, succ_idx = schedule.successors()
     jit.charge(int(sends.sum()))
+    extra = np.zeros(len(schedule))
+    if schedule.overhead_scale is not None:
+        task_conn = np.maximum(schedule.conn, 0)
+        overhead = np.zeros(len(schedule))
+        if n_conn:
+            overhead = topo.message_overheads_s(src[task_conn], dst[task_conn], ctcp[task_conn])
+        extra = schedule.extra_delay_s(np.where(same[task_conn] if n_conn else True, 0.0, overhead))
     times, end = dag.replay_kernel(schedule.kind.astype(np.int64), schedule.conn.astype(np.int64),
                                     schedule.amount.astype(np.float64), np.diff(schedule.dep_ptr).astype(np.int64),
-                                    succ_ptr.astype(np.int64), succ_idx.astype(np.int64), rate, delay, same)
+                                    succ_ptr.astype(np.int64), succ_idx.astype(np.int64), rate, delay, extra, same)
     # the bytes the IdealFabric would have counted (summed per connection, then per link or host)
     fab = IdealFabric(None, topo, model, tcp=tcp)
     remote = sends & ~same[np.maximum(schedule.conn, 0)] if n_conn else sends  # (no connection: no send)

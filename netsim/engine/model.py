@@ -11,7 +11,8 @@ the network. Nothing here simulates anything.
   it is posted on its connection; messages of one connection are transmitted in the order they
   are posted (FIFO, like the work requests of an RDMA queue pair; messages posted at the same
   instant go in task order). Done when its last byte has arrived at the receiver: drained, plus
-  the path's latency and the per-message overhead.
+  the path's latency and the per-message overhead (times the message's ``overhead_scale``, 1
+  unless set: a protocol whose steps cost less or more than the connection's usual message).
 * ``DELAY``: done ``amount`` seconds after it is released (computation, a start offset).
 * ``JOIN``: done when released (a marker: a call's start or end, a rendezvous).
 
@@ -276,6 +277,7 @@ class ScheduleBuilder:
     _amount: list[np.ndarray] = field(default_factory=list)
     _counts: list[np.ndarray] = field(default_factory=list)
     _idx: list[np.ndarray] = field(default_factory=list)
+    _scaled: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     n_tasks: int = 0
 
     def connect(self, src, dst, channel=0, job=0, comm=0, tcp=False) -> np.ndarray:
@@ -305,6 +307,31 @@ class ScheduleBuilder:
         if np.any(~(sizes >= 0)):
             raise ValueError("message sizes must be finite and >= 0")
         return self._append(SEND, conn, sizes, after)
+
+    def sends_since(self, first: int) -> tuple[np.ndarray, np.ndarray]:
+        """The SEND tasks appended from task ``first`` on: (their ids, their connections)."""
+        kinds, conns, at = [], [], self.n_tasks
+        for kind, conn in zip(reversed(self._kind), reversed(self._conn)):
+            if at <= first:
+                break
+            at -= len(kind)
+            kinds.append(kind)
+            conns.append(conn)
+        kind = np.concatenate(kinds[::-1]) if kinds else np.zeros(0, np.int8)
+        conn = np.concatenate(conns[::-1]) if conns else np.zeros(0, np.int64)
+        keep = np.flatnonzero(kind[first - at:] == SEND) + (first - at)
+        return keep + at, conn[keep]
+
+    def scale_overheads(self, tasks, factor) -> None:
+        """Messages ``tasks`` pay ``factor`` times their connection's per-message overhead (``factor``:
+        one per task or a scalar; finite and > 0). Other tasks' factors are ignored."""
+        tasks = np.asarray(tasks, dtype=np.int64).ravel()
+        factor = np.broadcast_to(np.asarray(factor, dtype=np.float64), tasks.shape).copy()
+        if np.any(~(factor > 0)) or np.any(~np.isfinite(factor)):
+            raise ValueError("overhead scales must be finite and > 0")
+        if len(tasks) and (tasks.min() < 0 or tasks.max() >= self.n_tasks):
+            raise ValueError("an overhead scale names a task that does not exist")
+        self._scaled.append((tasks, factor))
 
     def delay(self, seconds, after=None) -> np.ndarray:
         """Waits of ``seconds`` (computation, start offsets)."""
@@ -342,8 +369,17 @@ class ScheduleBuilder:
         counts = cat(self._counts, np.int64)
         ptr = np.zeros(self.n_tasks + 1, dtype=np.int64)
         np.cumsum(counts, out=ptr[1:])
-        return Schedule(cat(self._kind, np.int8), cat(self._conn, np.int64), cat(self._amount, np.float64), ptr,
-                        cat(self._idx, np.int64), self.connections)
+        kind = cat(self._kind, np.int8)
+        scale = None
+        if self._scaled:
+            scale = np.ones(self.n_tasks)
+            for tasks, factor in self._scaled:
+                scale[tasks] = factor
+            scale[kind != SEND] = 1.0
+            if np.all(scale == 1.0):
+                scale = None
+        return Schedule(kind, cat(self._conn, np.int64), cat(self._amount, np.float64), ptr,
+                        cat(self._idx, np.int64), self.connections, scale)
 
 
 @dataclass(frozen=True)
@@ -356,6 +392,18 @@ class Schedule:
     dep_ptr: np.ndarray   #: int64, n + 1
     dep_idx: np.ndarray   #: int64
     connections: ConnectionTable
+    #: float64 per task: the share of its connection's per-message overhead a SEND pays (``None``: 1)
+    overhead_scale: np.ndarray | None = None
+
+    def extra_delay_s(self, overhead_s: np.ndarray) -> np.ndarray:
+        """Per task, what its overhead scale adds to its message's delay, given per task its
+        connection's per-message overhead ``overhead_s``: ``(scale - 1) x overhead``, 0 where the
+        scale is 1 (so a delay plus it is the delay itself, bit for bit)."""
+        out = np.zeros(len(self))
+        if self.overhead_scale is not None:
+            hit = np.flatnonzero((self.overhead_scale != 1.0) & (self.kind == SEND))
+            out[hit] = (self.overhead_scale[hit] - 1.0) * overhead_s[hit]
+        return out
 
     def __len__(self) -> int:
         return len(self.kind)

@@ -40,6 +40,7 @@ class _Flow:
         "conn",
         "delay",
         "demand",
+        "extra",
         "fid",
         "index",
         "link_list",
@@ -73,6 +74,7 @@ class _Flow:
         self.acct = 0.0       # bytes already added to link byte counters (before a reroute)
         self.parent: _Flow | None = None
         self.succ = False
+        self.extra = 0.0      # what the message's overhead scale adds to its delay
 
 
 class _ReferenceResults:
@@ -197,9 +199,11 @@ class ReferenceFabric(_ReferenceResults, Fabric):
 
     # ----------------------------------------------------------------- public API
     def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
-             cap_Bps: float = math.inf, event: simpy.Event | None = None, notify=None) -> simpy.Event | None:
+             cap_Bps: float = math.inf, event: simpy.Event | None = None, notify=None,
+             overhead_scale: float = 1.0) -> simpy.Event | None:
         """Post ``size_bytes`` from GPU ``src`` to GPU ``dst``; the event fires when the last byte arrived
-        (``notify``, if given, is called instead, and nothing is returned)."""
+        (``notify``, if given, is called instead, and nothing is returned). The message pays
+        ``overhead_scale`` times its connection's per-message overhead."""
         if not size_bytes >= 0:
             raise ValueError(f"size_bytes must be >= 0, got {size_bytes!r}")
         if notify is None:
@@ -213,6 +217,8 @@ class ReferenceFabric(_ReferenceResults, Fabric):
         if self._tcp_comms and (conn.job, conn.comm) in self._tcp_comms and not conn.tcp:
             conn = conn._replace(tcp=True)
         flow = _Flow(self._next_fid, conn, float(size_bytes), cap_Bps, self.env.now, notify)
+        if overhead_scale != 1.0:
+            flow.extra = (overhead_scale - 1.0) * self.topology.message_overhead_s(conn.src, conn.dst, conn.tcp)
         self._next_fid += 1
         self.bytes_posted[conn] += flow.size
         queue = self._conn_queue.get(conn)
@@ -429,8 +435,9 @@ class ReferenceFabric(_ReferenceResults, Fabric):
             del self._current[conn]
 
     def _finish(self, flow: _Flow, now: float) -> None:
-        end = now + flow.delay
-        Wakeup(self.env, flow.delay, NORMAL, flow.notify)
+        delay = flow.delay + flow.extra
+        end = now + delay
+        Wakeup(self.env, delay, NORMAL, flow.notify)
         self.bytes_delivered[flow.conn] += flow.size
         if self.track_congestion:
             self._offers.offer_spray(flow.spray, flow.demand, -1.0)
@@ -616,6 +623,8 @@ class ScheduleRun:
         self._kind = schedule.kind.tolist()
         self._conn = schedule.conn.tolist()
         self._amount = schedule.amount.tolist()
+        scale = schedule.overhead_scale
+        self._scale = None if scale is None else scale.tolist()
         self._pending = len(schedule)
 
     def start(self) -> ScheduleRun:
@@ -631,7 +640,11 @@ class ScheduleRun:
         kind = self._kind[task]
         if kind == SEND:
             c = self._conns[self._conn[task]]
-            self.fabric.send(c.src, c.dst, self._amount[task], c, notify=lambda _e=None, task=task: self._finish(task))
+            notify = lambda _e=None, task=task: self._finish(task)
+            if self._scale is None:
+                self.fabric.send(c.src, c.dst, self._amount[task], c, notify=notify)
+            else:
+                self.fabric.send(c.src, c.dst, self._amount[task], c, notify=notify, overhead_scale=self._scale[task])
         elif kind == DELAY:
             self.env.timeout(self._amount[task]).callbacks.append(lambda _e, task=task: self._finish(task))
         else:

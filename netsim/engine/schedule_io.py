@@ -12,6 +12,10 @@ column     type           meaning
 ``conn``   int64          a send's connection id (a row of the connection table), -1 otherwise
 ========== ============== ==========================================================================
 
+An optional ``overhead_scale`` column (float64, > 0; 1 when absent or on rows that are not sends)
+gives the share of its connection's per-message overhead a send pays (a protocol's cheaper or
+dearer step, as NCCL's LL and LL128 are; see ``docs/collectives.md``).
+
 The connection table (one row per connection id: ``src``, ``dst``, ``channel``, ``job``, ``comm``,
 ``tcp``) is kept in the file's key-value metadata under ``netsim.connections``, as JSON of one list
 per column, with ``netsim.schedule`` holding the format version. A file written by another tool may
@@ -46,7 +50,9 @@ VERSION = "1"
 _META_VERSION = b"netsim.schedule"
 _META_CONNECTIONS = b"netsim.connections"
 _CONN_FIELDS = ("src", "dst", "channel", "job", "comm", "tcp")
-_COLUMNS = ("kind", "amount", "deps", "conn", *_CONN_FIELDS)
+_COLUMNS = ("kind", "amount", "deps", "conn", *_CONN_FIELDS, "overhead_scale")
+#: Largest ``overhead_scale`` a file may give (a message's overhead a thousand times its connection's).
+MAX_OVERHEAD_SCALE = 1000.0
 #: Most tasks (rows) a schedule file may hold: about 1 GB of memory to read and check.
 MAX_TASKS = 10_000_000
 #: Most dependencies (entries of all ``deps`` lists) a schedule file may hold.
@@ -85,6 +91,8 @@ def write_schedule(schedule: Schedule, path: str | os.PathLike) -> Path:
     kinds = np.asarray(KIND_NAMES, dtype=object)[schedule.kind.astype(np.int64)] if n else np.zeros(0, object)
     table = pa.table({"kind": pa.array(kinds, type=pa.string()), "amount": pa.array(schedule.amount, pa.float64()),
                       "deps": lists, "conn": pa.array(schedule.conn, pa.int64())})
+    if schedule.overhead_scale is not None:
+        table = table.append_column("overhead_scale", pa.array(schedule.overhead_scale, pa.float64()))
     conns = schedule.connections
     columns = {f: (conns.column(f).astype(int).tolist() if len(conns) else []) for f in _CONN_FIELDS}
     table = table.replace_schema_metadata({_META_VERSION: VERSION.encode(),
@@ -116,7 +124,8 @@ def read_schedule(path: str | os.PathLike, n_ranks: int | None = None) -> Schedu
     else:
         conn, connections = _inline_connections(table, kind, high, file)
     _distinct_ends(connections, conn, file)
-    return Schedule(kind, conn, amount, dep_ptr, dep_idx, connections)
+    scale = _scales(table.column("overhead_scale"), kind, file) if "overhead_scale" in names else None
+    return Schedule(kind, conn, amount, dep_ptr, dep_idx, connections, scale)
 
 
 def _read_table(path: str | os.PathLike):
@@ -239,6 +248,28 @@ def _amounts(column, kind: np.ndarray, file: str) -> np.ndarray:
                    JOIN: "0: a join takes no time (use a delay)"}[int(kind[i])]
         raise at_row(file, i, "amount", f"{_shown(array[i].as_py())} for a {KIND_NAMES[kind[i]]}; allowed: {allowed}")
     return amount
+
+
+def _scales(column, kind: np.ndarray, file: str) -> np.ndarray | None:
+    """``overhead_scale`` as float64: finite, > 0, at most :data:`MAX_OVERHEAD_SCALE`; empty (null)
+    or 1 on rows that are not sends. ``None`` when every send's is 1."""
+    import pyarrow as pa
+
+    array = _column(column, "overhead_scale", file)
+    if not (pa.types.is_integer(array.type) or pa.types.is_floating(array.type) or pa.types.is_null(array.type)):
+        raise ConfigError(f"holds {array.type} values; expected numbers (the share of the connection's per-message "
+                          "overhead a send pays, 1 for all of it)", "column 'overhead_scale'", file)
+    values = np.asarray(array.to_numpy(zero_copy_only=False), dtype=np.float64)
+    sends = kind == SEND
+    values = np.where(np.isnan(values) & ~sends, 1.0, values)
+    bad = np.flatnonzero(~((values > 0) & (values <= MAX_OVERHEAD_SCALE)) | (~sends & (values != 1.0)))
+    if len(bad):
+        i = int(bad[0])
+        allowed = (f"a number above 0 and at most {MAX_OVERHEAD_SCALE:g}" if sends[i]
+                   else "1 or empty: only a send pays a per-message overhead")
+        raise at_row(file, i, "overhead_scale", f"{_shown(array[i].as_py())} for a {KIND_NAMES[kind[i]]}; "
+                     f"allowed: {allowed}")
+    return None if np.all(values == 1.0) else values
 
 
 def _deps(column, file: str) -> tuple[np.ndarray, np.ndarray]:
