@@ -103,6 +103,21 @@ def _channels(value: Any) -> int | str:
 Channels = Annotated[int | Literal["auto"], BeforeValidator(_channels)]
 
 
+#: NCCL protocol names a workload may give (any case), and ``auto``.
+PROTOCOL_CHOICES = ("auto", "simple", "ll128", "ll")
+
+
+def _protocol(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().lower() in PROTOCOL_CHOICES:
+        return value.strip().lower()
+    raise ValueError(f"expected one of {', '.join(PROTOCOL_CHOICES)} (NCCL's protocols, any case; auto: NCCL's "
+                     f"pick by size), got {shorten(value)}")
+
+
+#: A call's NCCL protocol: ``auto`` or one of NCCL's (:mod:`netsim.collectives.nccl_tuning`).
+ProtocolName = Annotated[Literal["auto", "simple", "ll128", "ll"], BeforeValidator(_protocol)]
+
+
 #: Names of experiments, jobs, clusters and variants: an experiment's name is its default results
 #: directory (``results/NAME``), a cluster's prefixes its node names; so never a path.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}")

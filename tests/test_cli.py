@@ -50,8 +50,8 @@ def test_run_ring_allreduce_writes_the_results_directory(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["seed"] == 1 and manifest["spec"]["name"] == "ring-allreduce" and manifest["config_hash"]
     colls = pd.read_parquet(out / "collectives.parquet")
-    assert list(colls.columns) == ["run_id", "job", "step", "label", "iteration", "op", "algorithm", "size_bytes",
-                                   "n_ranks", "channels", "comm", "start_s", "end_s", "duration_s", "algbw_Bps",
+    assert list(colls.columns) == ["run_id", "job", "step", "label", "iteration", "op", "algorithm", "protocol",
+                                   "size_bytes", "n_ranks", "channels", "comm", "start_s", "end_s", "duration_s", "algbw_Bps",
                                    "busbw_Bps", "ideal_s", "slowdown", "bound_s", "below_bound"]
     row = colls.iloc[0]
     # the NCCL model: 2 rings per NIC (4 NICs a host), each step's 512 KiB piece one message; the 8 rings

@@ -257,7 +257,7 @@ def test_ring_allreduce_runs_as_the_tour_says_and_its_results_read_as_shown(monk
     out = tmp_path / "results/ring-allreduce"
     result = runner.invoke(app, ["run", "experiments/ring-allreduce.yaml", "--out", str(out), "--no-report"])
     assert result.exit_code == 0, result.output
-    assert "allreduce/ring" in result.output and "317.7Gbps" in result.output
+    assert "allreduce/ring" in result.output and "297.8Gbps" in result.output
     for argv in (["results", str(out)], ["results", str(out), "--csv", str(tmp_path / "q.csv")], ["show", str(out)],
                  ["report", str(out), "--out", str(tmp_path / "q.html")]):  # as the docs show them
         result = runner.invoke(app, argv)

@@ -68,11 +68,11 @@ def test_yaml_ops_and_chunk(tmp_path):
     from netsim.cli import app
     from tests.test_cli import small_spec, write
     out = tmp_path / "r"
-    spec = small_spec(**{"workload.op": "broadcast", "workload.chunk": "512KiB"})
+    spec = small_spec(**{"workload.op": "broadcast", "workload.chunk": "512KiB", "workload.protocol": "simple"})
     result = CliRunner().invoke(app, ["run", str(write(tmp_path, spec)), "--out", str(out), "--no-report"])
     assert result.exit_code == 0, result.output
     coll = pd.read_parquet(out / "collectives.parquet").iloc[0]
-    assert coll.op == "broadcast" and coll.busbw_Bps == pytest.approx(coll.algbw_Bps)
+    assert coll.op == "broadcast" and coll.busbw_Bps == pytest.approx(coll.algbw_Bps) and coll.protocol == "Simple"
     flows = pd.read_parquet(out / "flows.parquet")
     assert flows["size_bytes"].max() == 512 * 1024 and len(flows) == 15 * 8  # 15 hops x 8 chunks of 4 MiB
 

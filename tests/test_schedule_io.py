@@ -134,7 +134,7 @@ def test_pandas_style_columns_read_as_integers(tmp_path):
     ({"tcp": [2, None, 0, None]}, "row 1, column 'tcp': 2 is out of range: expected 0 or 1"),
     ({"dst": None}, "row 1, column 'dst': a send needs a dst rank, but the file has no dst column"),
     ({"chanel": [0, None, 1, None]}, "unknown column 'chanel'; the columns are kind, amount, deps, conn, src, dst, "
-                                     "channel, job, comm, tcp; did you mean 'channel'?"),
+                                     "channel, job, comm, tcp, overhead_scale; did you mean 'channel'?"),
     ({"deps": None}, "no deps column"),
 ])
 def test_bad_files_name_the_file_row_and_column(tmp_path, cols, message):

@@ -48,6 +48,7 @@ from typing import Protocol
 import numpy as np
 import simpy
 
+from netsim.collectives.nccl_tuning import CallProtocol
 from netsim.engine.model import Deps, Schedule, ScheduleBuilder
 from netsim.engine.reference import run_schedule
 from netsim.errors import ConfigError, did_you_mean
@@ -183,6 +184,46 @@ def end_of(b: ScheduleBuilder, *columns) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------- one call
+def build_call(b: ScheduleBuilder, op: str, algorithm: str, gpus: Sequence[int], size_bytes: float, *,
+               protocol: CallProtocol | None = None, gpu_host: Sequence[int] | None = None, **kw):
+    """Append one call to ``b`` (``kw``: the builder's keywords); the end of each rank's part.
+
+    With a ``protocol`` (:class:`~netsim.collectives.nccl_tuning.CallProtocol`, the NCCL model's),
+    each rank starts the protocol's ``base_s`` after it is ready, every message carries ``wire``
+    times its bytes (and a given ``chunk_bytes`` scales alike), and each message pays its protocol's
+    share of its connection's per-message overhead (``net_scale`` between hosts, ``nvlink_scale``
+    inside one).
+
+    Examples
+    --------
+    >>> from netsim.collectives.nccl_tuning import call_protocol
+    >>> b = ScheduleBuilder()
+    >>> ends = build_call(b, "allreduce", "ring", [0, 1], 1e3, protocol=call_protocol("LL", "ring", True),
+    ...                   gpu_host=[0, 1])
+    >>> s = b.build()
+    >>> s.kind.tolist()[:2], s.amount.tolist()[:2], float(s.amount[s.kind == 0][0])   # base latency, 2x the bytes
+    ([1, 1], [3.6e-06, 3.6e-06], 1000.0)
+    >>> sorted(set(s.overhead_scale[s.kind == 0].round(4).tolist()))
+    [0.2813]
+    """
+    builder = get_algorithm(op, algorithm)
+    if protocol is None:
+        return builder(b, list(gpus), size_bytes, gpu_host=gpu_host, **kw)
+    n = len(gpus)
+    if protocol.base_s > 0 and n >= 2:
+        kw["ready"] = b.delay(np.full(n, protocol.base_s), after=per_rank(kw.get("ready"), n))
+    if kw.get("chunk_bytes") is not None:
+        kw["chunk_bytes"] = kw["chunk_bytes"] * protocol.wire
+    first = b.n_tasks
+    ends = builder(b, list(gpus), size_bytes * protocol.wire, gpu_host=gpu_host, **kw)
+    if protocol.net_scale != 1.0 or protocol.nvlink_scale != 1.0:
+        sends, conn = b.sends_since(first)
+        src, dst = b.connections.src[conn], b.connections.dst[conn]
+        inside = (np.asarray(gpu_host)[src] == np.asarray(gpu_host)[dst]) if gpu_host is not None else np.zeros(len(src), bool)
+        b.scale_overheads(sends, np.where(inside, protocol.nvlink_scale, protocol.net_scale))
+    return ends
+
+
 def build_collective(op: str, algorithm: str, gpus: Sequence[int], size_bytes: float, *,
                      gpu_host: Sequence[int] | None = None, **kw) -> Schedule:
     """The schedule of one call (``kw``: the builder's keywords).
@@ -194,7 +235,7 @@ def build_collective(op: str, algorithm: str, gpus: Sequence[int], size_bytes: f
     (24, 1000000000.0)
     """
     b = ScheduleBuilder()
-    get_algorithm(op, algorithm)(b, list(gpus), size_bytes, gpu_host=gpu_host, **kw)
+    build_call(b, op, algorithm, gpus, size_bytes, gpu_host=gpu_host, **kw)
     return b.build()
 
 
@@ -275,6 +316,7 @@ class CollectiveRecord:
     step: int = 0              #: index of the workload step (sequences: document order)
     label: str = ""
     comm: int = 0              #: communicator id (distinct rank sets get distinct connections)
+    protocol: str = ""         #: NCCL's protocol the call ran (``LL``, ``LL128``, ``Simple``; ``""``: none)
 
     @property
     def duration_s(self) -> float:

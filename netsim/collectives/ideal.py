@@ -74,21 +74,21 @@ class IdealModel:
 
     def ideal(self, op: str, algorithm: str, gpus: Sequence[int], size_bytes: float, *, channels: int = 1,
               chunk_bytes: float | None = None, tcp: bool = False, matrix: np.ndarray | None = None,
-              rails: bool = False) -> Ideal:
+              rails: bool = False, protocol=None) -> Ideal:
         """The :class:`Ideal` of ``op``/``algorithm`` over ``gpus`` (rank order) with ``size_bytes``
         (``tcp``: the communicator mixes NIC families and talks TCP, see ``Topology.mixes_fabrics``;
         ``matrix``: an all-to-all-v's bytes per pair; ``rails``: channel rings on the topology's rails,
-        as the call itself is built)."""
+        as the call itself is built; ``protocol``: its NCCL protocol's costs, as the call pays them)."""
         shape = None if matrix is None else hashlib.blake2b(np.ascontiguousarray(matrix, np.float64).tobytes(),
                                                             digest_size=16).digest()
-        key = (op, algorithm, self._members(gpus), size_bytes, channels, chunk_bytes, tcp, shape, rails)
+        key = (op, algorithm, self._members(gpus), size_bytes, channels, chunk_bytes, tcp, shape, rails, protocol)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
         extra = {} if matrix is None else {"matrix": matrix}
         schedule = build_collective(op, algorithm, gpus, size_bytes, channels=channels, chunk_bytes=chunk_bytes,
                                     tcp=tcp, gpu_host=self.topology.gpu_host,
-                                    gpu_rail=self.topology.gpu_rail if rails else None, **extra)
+                                    gpu_rail=self.topology.gpu_rail if rails else None, protocol=protocol, **extra)
         return self.of_schedule(key, schedule, len(gpus), tcp)
 
     def _members(self, gpus: Sequence[int]) -> tuple:

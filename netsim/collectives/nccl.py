@@ -14,10 +14,19 @@ names each source.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from netsim.collectives.nccl_tuning import (
+    PROTOCOL_NAMES,
+    PROTOCOLS,
+    TUNED_ALGORITHMS,
+    TUNED_OPS,
+    CallProtocol,
+    call_protocol,
+    choose,
+)
 from netsim.topology.packets import HEADER_BYTES, MTU_BYTES, header_efficiency
 
 #: NCCL's step: ``NCCL_BUFFSIZE`` 4 MiB over ``NCCL_STEPS`` 8 slots. A ring sends a step's piece as
@@ -47,6 +56,13 @@ class CallSettings:
     chunk_bytes: float | None   #: the slice the workload asked for (``None``: the model's)
     rails: bool                 #: channel rings on the topology's rails (``gpu_rail``)
     step_bytes: float | None = None  #: the model's smallest slice of a ring step (``None``: none)
+    algorithm: str | None = None     #: the algorithm the call runs (``auto`` resolved; ``None``: as asked)
+    protocol: CallProtocol | None = None  #: its protocol's costs (``None``: none, the fluid model)
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol's NCCL name (``LL``, ``LL128``, ``Simple``), ``""`` for none."""
+        return self.protocol.name if self.protocol is not None else ""
 
     def slice_bytes(self, op: str, algorithm: str, size_bytes: float, n: int) -> float | None:
         """The ``chunk_bytes`` a call of ``size_bytes`` over ``n`` ranks is built with.
@@ -71,9 +87,10 @@ class CallSettings:
         """
         if self.chunk_bytes is not None or self.step_bytes is None:
             return self.chunk_bytes
+        step = self.protocol.step_bytes if self.protocol is not None else self.step_bytes
         if algorithm == "hierarchical" or (algorithm == "ring" and op in RING_STEP_OPS):
-            return max(self.step_bytes, size_bytes / (max(n, 1) * self.channels * NCCL_STEPS))
-        return self.step_bytes
+            return max(step, size_bytes / (max(n, 1) * self.channels * NCCL_STEPS))
+        return step
 
 
 #: The ops whose ring algorithm runs in steps (:func:`netsim.collectives.ring.ring_steps`).
@@ -90,6 +107,53 @@ class CollectiveModel:
     rails: bool                 #: channel rings enter and leave hosts on one NIC index (:func:`rail_ring`)
     chunk_bytes: float | None   #: a ring step's smallest slice when the workload gives none
     auto_channels: bool         #: ``channels: auto`` from the NICs (else 1)
+    auto_protocol: bool = False  #: ``protocol: auto`` picks NCCL's protocol and pays its costs (else none)
+
+    def call(self, op: str, algorithm: str, protocol: str, size_bytes: float, channels: int | str,
+             chunk_bytes: float | None, gpus: Sequence[int], topology=None) -> CallSettings:
+        """The :class:`CallSettings` of one call, with ``algorithm: auto`` and ``protocol: auto``
+        resolved as NCCL's tuning model does (:mod:`netsim.collectives.nccl_tuning`) from the
+        communicator's nodes and bus bandwidth on ``topology``.
+
+        ``auto`` algorithms: ring or tree for allreduce, the ring for the other ops NCCL times,
+        ``direct`` for all-to-all. ``auto`` protocol (this model's ``auto_protocol``): NCCL's pick for
+        the call's algorithm among LL, LL128 and Simple; calls NCCL's model does not time (algorithms
+        that are not NCCL's, all-to-all) take none. A protocol the file names is used under every model.
+
+        Examples
+        --------
+        >>> from netsim.topology import leaf_spine
+        >>> topo = leaf_spine(leaves=1, spines=1, hosts_per_leaf=2, gpus_per_host=8, nics_per_host=8,
+        ...                   nic_bandwidth_Bps=50e9, uplink_bandwidth_Bps=50e9, intra_bandwidth_Bps=450e9)
+        >>> small = NCCL.call("allreduce", "auto", "auto", 8, "auto", None, range(16), topo)
+        >>> small.algorithm, small.protocol_name, small.channels
+        ('tree', 'LL', 1)
+        >>> big = NCCL.call("allreduce", "auto", "auto", 2**30, "auto", None, range(16), topo)
+        >>> big.algorithm, big.protocol_name, big.channels
+        ('ring', 'Simple', 16)
+        >>> FLUID.call("allreduce", "auto", "auto", 2**30, "auto", None, range(16), topo).protocol is None
+        True
+        """
+        host, rail = (topology.gpu_host, self.rails_of(topology)) if topology is not None else (None, None)
+        gpus = list(gpus)
+        nodes = len({int(host[g]) for g in gpus}) if host is not None else 1
+        wanted = PROTOCOL_NAMES[protocol]
+        tuned = op in TUNED_OPS and (algorithm == "auto" or algorithm in TUNED_ALGORITHMS)
+        name = "Simple" if wanted == "auto" else wanted
+        if tuned and (algorithm == "auto" or (wanted == "auto" and self.auto_protocol)):
+            ring_channels = self.channels(channels, gpus, host, rail, "ring")
+            bus, nvlink = bus_bandwidth_GBps(gpus, topology)
+            choice = choose(op, size_bytes, len(gpus), nodes, ring_channels, bus / ring_channels,
+                            algorithms=AUTO_ALGORITHMS.get(op, ("ring",)) if algorithm == "auto" else (algorithm,),
+                            protocols=PROTOCOLS if wanted == "auto" else (wanted,), nvlink=nvlink)
+            algorithm = choice.algorithm
+            name = choice.protocol if wanted == "auto" else wanted
+        elif algorithm == "auto":
+            algorithm = AUTO_ALGORITHMS.get(op, ("direct",))[-1]
+        use = wanted != "auto" or (self.auto_protocol and tuned)
+        settings = self.settings_on(algorithm, channels, chunk_bytes, gpus, host, rail)
+        return replace(settings, algorithm=algorithm,
+                       protocol=call_protocol(name, algorithm, nodes > 1) if use else None)
 
     def channels(self, requested: int | str, gpus: Sequence[int], gpu_host: Sequence[int] | None,
                  gpu_rail: Sequence[int] | None, algorithm: str = "ring") -> int:
@@ -118,7 +182,7 @@ class CollectiveModel:
         return topology.gpu_rail if self.rails else None
 
 
-NCCL = CollectiveModel("nccl", rails=True, chunk_bytes=STEP_BYTES, auto_channels=True)
+NCCL = CollectiveModel("nccl", rails=True, chunk_bytes=STEP_BYTES, auto_channels=True, auto_protocol=True)
 FLUID = CollectiveModel("fluid", rails=False, chunk_bytes=None, auto_channels=False)
 MODELS = {m.name: m for m in (NCCL, FLUID)}
 #: Algorithms whose ``channels: auto`` is NCCL's ring count. The others keep one channel unless the
@@ -128,6 +192,30 @@ MODELS = {m.name: m for m in (NCCL, FLUID)}
 #: hierarchical allreduce already runs one ring per rail.
 CHANNEL_ALGORITHMS = ("ring",)
 MAX_AUTO_CHANNELS = 64
+#: What ``algorithm: auto`` chooses among, per op (the last when NCCL's model does not time the op).
+AUTO_ALGORITHMS = {"allreduce": TUNED_ALGORITHMS, "alltoall": ("direct",), "alltoallv": ("direct",)}
+
+
+def bus_bandwidth_GBps(gpus: Sequence[int], topology) -> tuple[float, bool]:
+    """What NCCL's model takes as a communicator's bus bandwidth (GB/s), and whether its hosts'
+    GPUs talk over NVLink: across hosts, the NIC line rate (times efficiency) its GPUs use on its
+    slowest host (NCCL's channels x per-channel speed); inside one host, a GPU's intra-host links.
+    Without a topology: 1 GB/s and NVLink."""
+    if topology is None:
+        return 1.0, True
+    hosts: dict[int, set[int]] = {}
+    for g in gpus:
+        hosts.setdefault(int(topology.gpu_host[g]), set()).add(int(topology.gpu_nic[g]))
+    model, first = topology.hosts[int(topology.gpu_host[gpus[0]])][:2]
+    local = int(gpus[0]) - first
+    intra = [(bw, kind) for u, v, bw, _lat, kind in model.edges if local in (u, v) and kind in ("intra", "pcie")]
+    nvlink = any(kind == "intra" for _bw, kind in intra) or not intra
+    if len(hosts) > 1:
+        def rate(nic: int) -> float:
+            p = topology.nic_profile[nic]
+            return p.port_rate_Bps * len(topology.nic_ports.get(nic, ())) * p.efficiency
+        return min(sum(rate(nic) for nic in nics) for nics in hosts.values()) / 1e9, nvlink
+    return (sum(bw for bw, _kind in intra) or 1e9) / 1e9, nvlink
 
 
 def _runs(gpus: Sequence[int], gpu_host: Sequence[int]) -> list[list[int]]:

@@ -23,6 +23,7 @@ from netsim.fabrics.dragonfly import CableSpec, DragonflySpec, FrontierSpec  # n
 from netsim.fabrics.leaf_spine import LeafSpineSpec  # noqa: F401  (re-exported)
 from netsim.fabrics.multi_cluster import ClusterSpec, EthernetSpec, MultiClusterSpec  # noqa: F401  (re-exported)
 from netsim.spectypes import (  # noqa: F401
+    ProtocolName,
     MAX_BANDWIDTH_BPS,
     MAX_CABLES,
     MAX_CHANNELS,
@@ -101,9 +102,13 @@ class CollectiveWorkload(_Spec):
 
     type: Literal["collective"]
     op: str
+    #: An algorithm of the op, or ``auto``: NCCL's pick by size (:mod:`netsim.collectives.nccl_tuning`).
     algorithm: str
     size: Size
     channels: Channels = "auto"
+    #: NCCL's protocol: ``auto`` (under ``model: nccl``, NCCL's pick by size; under ``fluid``, none),
+    #: ``simple``, ``ll128`` or ``ll``.
+    protocol: ProtocolName = "auto"
     chunk: Size | None = None
     ranks: _ranks | None = None
     iterations: _count(MAX_ITERATIONS) = 1
@@ -398,8 +403,16 @@ def _check_workload(w: CollectiveWorkload | SequenceWorkload | TrainingWorkload,
     if isinstance(w, SequenceWorkload):
         for i, step in enumerate(w.steps):
             _check_workload(step, f"{path}.steps.{i}")
-    else:
+    elif w.algorithm != "auto":
         get_algorithm(w.op, w.algorithm, path)
+    else:
+        get_algorithm(w.op, _auto_algorithm(w.op), path)
+
+
+def _auto_algorithm(op: str) -> str:
+    """An algorithm ``auto`` may choose for ``op`` (to check the op is known and has one)."""
+    from netsim.collectives.nccl import AUTO_ALGORITHMS
+    return AUTO_ALGORITHMS.get(op, ("ring",))[-1]
 
 
 #: Largest engine completion tolerance (s); see :class:`EngineSpec`.

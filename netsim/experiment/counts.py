@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from netsim.collectives.nccl import (
+    AUTO_ALGORITHMS,
     CHANNEL_ALGORITHMS,
     CHANNELS_PER_NIC,
     FLUID,
@@ -24,6 +25,16 @@ from netsim.collectives.nccl import (
     MODELS,
     CallSettings,
     CollectiveModel,
+    fabric_defaults,
+)
+from netsim.collectives.nccl_tuning import (
+    PROTOCOL_NAMES,
+    PROTOCOLS,
+    TUNED_ALGORITHMS,
+    TUNED_OPS,
+    CallProtocol,
+    call_protocol,
+    choose,
 )
 from netsim.collectives.tree import DEFAULT_TREE_CHUNK as TREE_CHUNK
 from netsim.config import ExperimentSpec, SequenceWorkload, TrainingWorkload
@@ -253,6 +264,10 @@ class Tally:
     largest_call: int = 0      #: most messages in flight in one call (its ideal replay holds as many)
     in_flight: int = 0         #: most messages in flight at once over the run (upper bound)
     crossing: int = 0          #: most flows on one link at once (upper bound)
+    #: a NIC's line rate and a GPU's NVLink rate (GB/s; 0: not known from the file), for NCCL's
+    #: choice of algorithm and protocol (:meth:`resolve`)
+    nic_GBps: float = 0.0
+    gpu_intra_GBps: float = 0.0
 
     @property
     def connection_count(self) -> int:
@@ -264,13 +279,48 @@ class Tally:
         """GPU pairs that talk: (same host, same domain, same pod, far)."""
         return tuple(sum(p[i] for p in self.pairs.values()) for i in range(4))
 
+    def resolve(self, comm: RankSet, op: str, algorithm: str, protocol: str, size: float,
+                channels: int | str) -> tuple[str, CallProtocol | None]:
+        """The algorithm and protocol a call runs (:meth:`CollectiveModel.call`), from the fabric's
+        rates: NCCL's pick where the communicator's hosts and the rates are known (fabrics of uniform
+        hosts with ``nic``, ``nics_per_host`` and ``intra_host``); otherwise the ring with Simple's
+        steps, which for a ring of many ranks has the most messages (LL's and LL128's steps differ
+        from Simple's only for pieces of 32 KiB to 4.5 MiB)."""
+        wanted = PROTOCOL_NAMES[protocol]
+        tuned = op in TUNED_OPS and (algorithm == "auto" or algorithm in TUNED_ALGORITHMS)
+        use = wanted != "auto" or (self.model.auto_protocol and tuned)
+        name = "Simple" if wanted == "auto" else wanted
+        if tuned and (algorithm == "auto" or (wanted == "auto" and self.model.auto_protocol)):
+            gph = self.shape.gpus_per_host
+            known = comm.layout in ("ordered", "hosts") and self.nic_GBps > 0
+            nodes, rails = _rails_per_host(comm.members, gph, max(1, -(-gph // max(self.shape.gpus_per_nic, 1)))) \
+                if known else (0, 0)
+            ring_channels = self.settle(comm, "ring", channels, None)[0]
+            bus = rails * self.nic_GBps if nodes > 1 else self.gpu_intra_GBps
+            known = known and nodes >= 1 and comm.n >= 2 and bus > 0
+            if known:
+                choice = choose(op, size, comm.n, nodes, ring_channels, bus / ring_channels,
+                                algorithms=AUTO_ALGORITHMS.get(op, ("ring",)) if algorithm == "auto" else (algorithm,),
+                                protocols=PROTOCOLS if wanted == "auto" else (wanted,))
+                algorithm, name = choice.algorithm, (choice.protocol if wanted == "auto" else wanted)
+            elif algorithm == "auto":
+                algorithm = "ring"
+        elif algorithm == "auto":
+            algorithm = AUTO_ALGORITHMS.get(op, ("direct",))[-1]
+        return algorithm, (call_protocol(name, algorithm, True) if use else None)
+
     def call(self, comm: RankSet, op: str, algorithm: str, size: float, channels: int, chunk: float | None,
-             repeats: int, groups: int = 1) -> tuple[CallCounts, Busy]:
+             repeats: int, groups: int = 1, protocol: str | None = None) -> tuple[CallCounts, Busy]:
         """Count ``repeats`` calls on each of ``groups`` communicators shaped like ``comm``; returns the
-        call and how busy one of them keeps the fabric (upper bounds)."""
+        call and how busy one of them keeps the fabric (upper bounds). ``protocol``: the workload's
+        (``None``: calls that take none, a training job's)."""
         shape = self.shape
         g, d = comm.per_host(shape), comm.per_domain(shape)
-        channels, chunk = self.settle(comm, algorithm, channels, chunk, op, size)
+        algorithm, proto = (algorithm, None) if protocol is None else \
+            self.resolve(comm, op, algorithm, protocol, size, channels)
+        channels, chunk = self.settle(comm, algorithm, channels, chunk, op, size, proto)
+        if proto is not None and chunk is not None:
+            size, chunk = size * proto.wire, chunk * proto.wire
         call = collective_call(op, algorithm, comm.n, size, channels, chunk,
                                per_host=g if comm.layout != "scattered" else -shape.gpus_per_host)
         self.messages += call.messages * repeats * groups
@@ -295,7 +345,7 @@ class Tally:
         return call, Busy(call.in_flight, nic, out if self.sprayed else 2 * -(-out // shape.uplinks))
 
     def settle(self, comm: RankSet, algorithm: str, channels: int | str, chunk: float | None, op: str = "allreduce",
-               size: float = 0.0) -> tuple[int, float | None]:
+               size: float = 0.0, protocol: CallProtocol | None = None) -> tuple[int, float | None]:
         """The channels and slice the model builds a call with, from the fabric's shape: ``auto`` as
         :func:`netsim.collectives.nccl.auto_channels` with the communicator's GPUs on a host each on
         their own NIC, up to the host's NICs (an upper bound)."""
@@ -310,7 +360,7 @@ class Tally:
                     channels = 1 if hosts < 2 else min(MAX_AUTO_CHANNELS, CHANNELS_PER_NIC * rails)
                 else:  # hosts unknown: members may share a host, each on its own NIC (an upper bound)
                     channels = min(MAX_AUTO_CHANNELS, CHANNELS_PER_NIC * min(comm.n, gph, nics))
-        how = CallSettings(int(channels), chunk, self.model.rails, self.model.chunk_bytes)
+        how = CallSettings(int(channels), chunk, self.model.rails, self.model.chunk_bytes, protocol=protocol)
         return int(channels), how.slice_bytes(op, algorithm, size, comm.n)
 
     def locality(self, comm: RankSet, call: CallCounts) -> tuple[int, int, int, int]:
@@ -355,6 +405,25 @@ def _rails_per_host(members: range | tuple, gph: int, nics: int) -> tuple[int, i
     return len(hosts), int(per_host.max()) if len(per_host) else 0
 
 
+def _rates(spec: ExperimentSpec) -> tuple[float, float]:
+    """(a NIC's line rate, a GPU's intra-host rate) in GB/s, as the built fabric's NIC profiles
+    give them (:func:`netsim.collectives.nccl.bus_bandwidth_GBps`), for fabrics of uniform hosts
+    described by ``nic``, ``nics_per_host`` and ``intra_host``; (0, 0) for any other."""
+    t = spec.topology
+    if not all(hasattr(t, k) for k in ("nic", "nics_per_host", "intra_host")) or getattr(t, "host_nics", None) \
+            or getattr(t, "nic_overrides", None) or t.nic is None:
+        return 0.0, 0.0
+    if spec.model == "nccl":
+        from netsim.topology.packets import MTU_BYTES
+        t = fabric_defaults(t, spec.packets.mtu if spec.packets is not None else MTU_BYTES)
+    try:
+        nic = t.nic.resolve()
+    except Exception:   # a NIC the file cannot resolve fails where the fabric is built, not here
+        return 0.0, 0.0
+    intra = getattr(t.intra_host, "bandwidth", None) or 0.0
+    return nic.port_rate_Bps * nic.ports * nic.efficiency / 1e9, intra / 1e9
+
+
 def _walk(w, comm: RankSet, repeats: int, tally: Tally) -> Busy:
     """Count a collective or sequence workload; how busy it keeps the fabric at its busiest."""
     if isinstance(w, SequenceWorkload):
@@ -363,7 +432,8 @@ def _walk(w, comm: RankSet, repeats: int, tally: Tally) -> Busy:
         for step in w.steps:
             busiest = busiest.then(_walk(step, comm.select(step.ranks), repeats, tally), w.mode == "concurrent")
         return busiest
-    return tally.call(comm, w.op, w.algorithm, w.size, w.channels, w.chunk, repeats * w.iterations)[1]
+    return tally.call(comm, w.op, w.algorithm, w.size, w.channels, w.chunk, repeats * w.iterations,
+                      protocol=w.protocol)[1]
 
 
 def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeats: int, tally: Tally) -> Busy:
@@ -470,6 +540,7 @@ def count_workload(spec: ExperimentSpec, shape: FabricShape | None = None) -> Ta
     """
     shape = shape or fabric_shape(spec.topology)
     tally = Tally(shape, sprayed=spec.routing.type in SPREAD, model=MODELS[spec.model])
+    tally.nic_GBps, tally.gpu_intra_GBps = _rates(spec)
     jobs = []
     if spec.cluster is not None:  # jobs come from the trace at run time: not counted before the run
         return tally

@@ -24,8 +24,8 @@ from netsim.topology import LINK_KINDS, LINK_TIERS
 
 FLOW_COLUMNS = ["run_id", "flow_id", "connection", "src", "dst", "channel", "job", "size_bytes", "start_s",
                 "end_s", "n_paths"]
-COLLECTIVE_COLUMNS = ["run_id", "job", "step", "label", "iteration", "op", "algorithm", "size_bytes", "n_ranks",
-                      "channels", "comm", "start_s", "end_s", "duration_s", "algbw_Bps", "busbw_Bps", "ideal_s",
+COLLECTIVE_COLUMNS = ["run_id", "job", "step", "label", "iteration", "op", "algorithm", "protocol", "size_bytes",
+                      "n_ranks", "channels", "comm", "start_s", "end_s", "duration_s", "algbw_Bps", "busbw_Bps", "ideal_s",
                       "slowdown", "bound_s", "below_bound"]
 LINK_COLUMNS = ["run_id", "link_id", "src", "dst", "kind", "tier", "capacity_Bps", "bytes", "busy_s",
                 "mean_util", "peak_util", "peak_offered", "spray_peak_offered"]
@@ -79,7 +79,7 @@ OPTIONAL_FILES = ("jobs.parquet", "iterations.parquet", "link_series.parquet", "
 
 def collectives_frame(result: RunResult) -> pd.DataFrame:
     """One row per collective call."""
-    rows = [(result.run_id, r.job, r.step, r.label, r.iteration, r.op, r.algorithm, r.size_bytes, r.n_ranks,
+    rows = [(result.run_id, r.job, r.step, r.label, r.iteration, r.op, r.algorithm, r.protocol, r.size_bytes, r.n_ranks,
              r.channels, r.comm, r.start_s, r.end_s, r.duration_s, r.algbw_Bps, r.busbw_Bps, r.ideal_s, r.slowdown,
              r.bound_s, r.below_bound) for r in result.collectives]
     return pd.DataFrame(rows, columns=COLLECTIVE_COLUMNS)

@@ -16,6 +16,7 @@ import simpy
 from netsim.collectives import CollectiveRecord, run_collective
 from netsim.collectives.ideal import IdealModel
 from netsim.collectives.nccl import FLUID, CollectiveModel
+from netsim.collectives.nccl_tuning import CallProtocol
 from netsim.config import CollectiveWorkload, SequenceWorkload
 from netsim.engine import Fabric
 from netsim.errors import ConfigError
@@ -39,6 +40,7 @@ class CallPlan:
     calls: int = 0  #: calls made so far (the ``iteration`` column counts across sequence repeats)
     tcp: bool = False  #: the communicator mixes NIC families, so it talks TCP (``Topology.mixes_fabrics``)
     rails: bool = False  #: channel rings on the topology's rails (the NCCL model)
+    protocol: CallProtocol | None = None  #: NCCL's protocol and its costs (``None``: none, the fluid model)
 
 
 @dataclass
@@ -115,10 +117,10 @@ def plan_workload(workload: CollectiveWorkload | SequenceWorkload, gpus: Sequenc
         counter[0] += 1
         comm = comms.setdefault(tuple(members), len(comms))
         tcp = topology is not None and topology.mixes_fabrics(members)
-        how = model.settings(w.algorithm, w.channels, w.chunk, members, topology)
-        return CallPlan(step, w.label or f"{w.op}/{w.algorithm}", w.op, w.algorithm, w.size, how.channels,
-                        how.slice_bytes(w.op, w.algorithm, w.size, len(members)), w.iterations, members, comm,
-                        tcp=tcp, rails=how.rails)
+        how = model.call(w.op, w.algorithm, w.protocol, w.size, w.channels, w.chunk, members, topology)
+        return CallPlan(step, w.label or f"{w.op}/{w.algorithm}", w.op, how.algorithm, w.size, how.channels,
+                        how.slice_bytes(w.op, how.algorithm, w.size, len(members)), w.iterations, members, comm,
+                        tcp=tcp, rails=how.rails, protocol=how.protocol)
 
     def walk(w: SequenceWorkload, members: list[int], at: str, source: str) -> SequencePlan:
         plan = SequencePlan(w.mode, w.iterations)
@@ -157,15 +159,18 @@ def _run_step(env, fabric, step, records, ideal, job) -> Generator:
     if step.tcp:
         fabric.use_tcp(job, step.comm)
     bound = ideal.ideal(step.op, step.algorithm, step.gpus, step.size_bytes, channels=step.channels,
-                        chunk_bytes=step.chunk_bytes, tcp=step.tcp, rails=step.rails) if ideal is not None else None
+                        chunk_bytes=step.chunk_bytes, tcp=step.tcp, rails=step.rails,
+                        protocol=step.protocol) if ideal is not None else None
     for _ in range(step.iterations):
         start = env.now
         yield env.process(run_collective(env, fabric, step.op, step.algorithm, step.gpus, step.size_bytes,
                                          channels=step.channels, job=job, comm=step.comm,
-                                         chunk_bytes=step.chunk_bytes, tcp=step.tcp, rails=step.rails))
+                                         chunk_bytes=step.chunk_bytes, tcp=step.tcp, rails=step.rails,
+                                         protocol=step.protocol))
         records.append(CollectiveRecord(
             job, step.calls, step.op, step.algorithm, step.size_bytes, len(step.gpus), step.channels, start, env.now,
             ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,
             slack_s=fabric.tolerance_s * bound.chain if bound else 0.0,
-            step=step.step, label=step.label, comm=step.comm))
+            step=step.step, label=step.label, comm=step.comm,
+            protocol=step.protocol.name if step.protocol is not None else ""))
         step.calls += 1

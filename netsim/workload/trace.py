@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from netsim.collectives import CollectiveRecord, get_algorithm
+from netsim.collectives import CollectiveRecord
+from netsim.collectives.base import build_call
 from netsim.collectives.ideal import IdealModel
 from netsim.collectives.nccl import FLUID, CollectiveModel
 from netsim.config.trace_specs import TRACE_TYPES, ChakraWorkload, ScheduleWorkload
@@ -99,12 +100,14 @@ def on_gpus(schedule: Schedule, gpus: Sequence[int], job: int | None = None) -> 
     table = ScheduleBuilder().connections
     c = schedule.connections
     if not len(c):
-        return Schedule(schedule.kind, schedule.conn, schedule.amount, schedule.dep_ptr, schedule.dep_idx, table)
+        return Schedule(schedule.kind, schedule.conn, schedule.amount, schedule.dep_ptr, schedule.dep_idx, table,
+                        schedule.overhead_scale)
     gpu = np.asarray(gpus, dtype=np.int64)
     ids = table.add(gpu[c.column("src")], gpu[c.column("dst")], c.column("channel"),
                     c.column("job") if job is None else job, c.column("comm"), c.column("tcp"))
     conn = np.where(schedule.conn >= 0, ids[np.maximum(schedule.conn, 0)], -1)
-    return Schedule(schedule.kind, conn, schedule.amount, schedule.dep_ptr, schedule.dep_idx, table)
+    return Schedule(schedule.kind, conn, schedule.amount, schedule.dep_ptr, schedule.dep_idx, table,
+                    schedule.overhead_scale)
 
 
 def run_trace(env: simpy.Environment, fabric: Fabric, plan: TracePlan, *, records: list[CollectiveRecord],
@@ -166,7 +169,8 @@ def job_schedule(plan, gpus: Sequence[int], job: int = 0, gpu_host: Sequence[int
     ids = table.add(lookup(c.column("src")), lookup(c.column("dst")), c.column("channel"), c.column("job"),
                     c.column("comm"), c.column("tcp"))
     conn = np.where(schedule.conn >= 0, ids[np.maximum(schedule.conn, 0)], -1)
-    return Schedule(schedule.kind, conn, schedule.amount, schedule.dep_ptr, schedule.dep_idx, table)
+    return Schedule(schedule.kind, conn, schedule.amount, schedule.dep_ptr, schedule.dep_idx, table,
+                    schedule.overhead_scale)
 
 
 def _sequence(b: ScheduleBuilder, plan, ready: int, job: int, gpu_host, gpu_rail=None) -> int:
@@ -184,11 +188,11 @@ def _sequence(b: ScheduleBuilder, plan, ready: int, job: int, gpu_host, gpu_rail
 def _step(b: ScheduleBuilder, step, ready: int, job: int, gpu_host, gpu_rail=None) -> int:
     if hasattr(step, "steps"):
         return _sequence(b, step, ready, job, gpu_host, gpu_rail)
-    builder = get_algorithm(step.op, step.algorithm)
     for _ in range(step.iterations):
-        ends = builder(b, step.gpus, step.size_bytes, channels=step.channels, job=job, comm=step.comm,
-                       chunk_bytes=step.chunk_bytes, tcp=step.tcp, ready=None if ready < 0 else ready,
-                       gpu_host=gpu_host, gpu_rail=gpu_rail if step.rails else None)
+        ends = build_call(b, step.op, step.algorithm, step.gpus, step.size_bytes, channels=step.channels, job=job,
+                          comm=step.comm, chunk_bytes=step.chunk_bytes, tcp=step.tcp,
+                          ready=None if ready < 0 else ready, gpu_host=gpu_host,
+                          gpu_rail=gpu_rail if step.rails else None, protocol=step.protocol)
         ready = int(b.join(after=[[int(e) for e in ends if e >= 0]])[0])
     return ready
 
@@ -216,5 +220,8 @@ def _repeat(schedule: Schedule, times: int) -> Schedule:
         all_counts += [cnt, np.array([len(sinks)])]
     ptr = np.zeros(times * (n + 1) + 1, dtype=np.int64)
     np.cumsum(np.concatenate(all_counts), out=ptr[1:])
+    scale = schedule.overhead_scale
+    if scale is not None:
+        scale = np.tile(np.append(scale, 1.0), times)
     return Schedule(np.concatenate(kinds), np.concatenate(conns).astype(np.int64), np.concatenate(amounts),
-                    ptr, np.concatenate(idx).astype(np.int64), schedule.connections)
+                    ptr, np.concatenate(idx).astype(np.int64), schedule.connections, scale)
