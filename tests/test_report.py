@@ -38,6 +38,7 @@ SMALL = {
     "ring-vs-tree-frontier": ["workload.ranks=8"],
     "routes-table": ["workload.size=1MiB"],
     "packets-store-and-forward": ["workload.size=1MiB", "topology.leaves=2"],
+    "nccl-protocols": ["topology.gpus_per_host=2", "topology.nics_per_host=2"],
     "validation-planned-paths": ["workload.size=1MiB"],
     "validation-qp-scaling": ["workload.size=1MiB", "topology.leaves=2"],
     "spraying-vs-splitting": ["topology.leaves=2", "workload.ranks=8"],
