@@ -148,6 +148,7 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
         self.succ_idx = np.zeros(0, np.int64)
         self.n_tasks = 0
         self.conns = ConnectionTable()
+        self._conn_overhead = np.zeros(0)   #: per connection: its per-message overhead (:meth:`_overheads`)
         self.ci = np.zeros((N_CI, 0), np.int64)
         self.cf = np.zeros((N_CF, 0))
         self.store = RouteStore(self.core, unbounded_links)
@@ -364,13 +365,15 @@ class CompiledCore(CoreRoutes, CoreResults, Fabric):
 
     def _overheads(self, conn: np.ndarray) -> np.ndarray:
         """Per task of connection ids ``conn`` (ours; -1: none), that connection's per-message
-        overhead (0 for none)."""
-        out = np.zeros(len(conn))
-        has = conn >= 0
-        ids = conn[has]
-        src, dst, tcp = (self.conns.column(f)[ids] for f in ("src", "dst", "tcp"))
-        out[has] = np.where(src == dst, 0.0, self.topology.message_overheads_s(src, dst, tcp.astype(bool)))
-        return out
+        overhead (0 for none and for a GPU's messages to itself), from a per-connection table kept
+        as connections are added (perf: a ring of 2 M messages has 2 K connections)."""
+        known = self._conn_overhead
+        if len(known) < len(self.conns):
+            new = np.arange(len(known), len(self.conns))
+            src, dst, tcp = (self.conns.column(f)[new] for f in ("src", "dst", "tcp"))
+            more = np.where(src == dst, 0.0, self.topology.message_overheads_s(src, dst, tcp.astype(bool)))
+            known = self._conn_overhead = np.concatenate([known, more])
+        return np.where(conn >= 0, known[np.maximum(conn, 0)], 0.0)
 
     def send(self, src: int, dst: int, size_bytes: float, connection: Connection | None = None, *,
              cap_Bps: float = math.inf, event: simpy.Event | None = None) -> simpy.Event:

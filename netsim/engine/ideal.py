@@ -384,12 +384,10 @@ def replay(model: PairModel, schedule, tcp: bool = False) -> tuple[np.ndarray, f
     succ_ptr, succ_idx = schedule.successors()
     jit.charge(int(sends.sum()))
     extra = np.zeros(len(schedule))
-    if schedule.overhead_scale is not None:
-        task_conn = np.maximum(schedule.conn, 0)
-        overhead = np.zeros(len(schedule))
-        if n_conn:
-            overhead = topo.message_overheads_s(src[task_conn], dst[task_conn], ctcp[task_conn])
-        extra = schedule.extra_delay_s(np.where(same[task_conn] if n_conn else True, 0.0, overhead))
+    if schedule.overhead_scale is not None and n_conn:
+        per_conn = np.zeros(n_conn)   # (a GPU's messages to itself pay none)
+        per_conn[used] = topo.message_overheads_s(src[used], dst[used], ctcp[used])
+        extra = schedule.extra_delay_s(per_conn[np.maximum(schedule.conn, 0)])
     times, end = dag.replay_kernel(schedule.kind.astype(np.int64), schedule.conn.astype(np.int64),
                                     schedule.amount.astype(np.float64), np.diff(schedule.dep_ptr).astype(np.int64),
                                     succ_ptr.astype(np.int64), succ_idx.astype(np.int64), rate, delay, extra, same)
