@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from netsim.cli import app
+from netsim.collectives.nccl_tuning import PROTOCOL
 
 ROOT = Path(__file__).resolve().parents[1]
 RING = ROOT / "experiments" / "ring-allreduce.yaml"
@@ -61,7 +62,8 @@ def test_run_ring_allreduce_writes_the_results_directory(tmp_path):
     assert row.busbw_Bps == pytest.approx(row.algbw_Bps * 2 * 63 / 64)
     flows = pd.read_parquet(out / "flows.parquet")
     assert len(flows) == 2 * 63 * 64 * 8
-    assert flows["size_bytes"].sum() == pytest.approx(2 * 63 * 256 * 2**20)
+    wire = PROTOCOL[row["protocol"]].wire   # the bytes NCCL's protocol puts on the wire per data byte
+    assert flows["size_bytes"].sum() == pytest.approx(2 * 63 * 256 * 2**20 * wire)
     links = pd.read_parquet(out / "links.parquet")
     assert {"bytes", "busy_s", "mean_util", "peak_util", "tier"} <= set(links.columns)
     assert links["peak_util"].max() <= 1 + 1e-9

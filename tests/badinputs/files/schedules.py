@@ -376,7 +376,7 @@ def mutate(table: pa.Table, rng: np.random.Generator) -> tuple[str, pa.Table | b
             _refused(column, value, kind, row)
     if op == 1:
         column = names[int(rng.integers(len(names)))]
-        return f"drop column {column}", table.drop_columns([column]), True
+        return f"drop column {column}", table.drop_columns([column]), column != "overhead_scale"  # (optional)
     if op == 2:
         column = names[int(rng.integers(len(names)))]
         return f"repeat column {column}", pa.Table.from_arrays([*table.columns, table.column(column)],
@@ -416,6 +416,12 @@ def _refused(column: str, value, kind: str, row: int) -> bool:
         return kind == "send"
     if column == "conn" and value == 7:
         return kind != "send"
+    if column == "overhead_scale":  # a send's share of its overhead: > 0 and <= 1000; 1 or empty on other rows
+        if value is True:           # (read as 1.0)
+            return False
+        if value is None or value != value:
+            return kind == "send"
+        return not (value in (0.5, 7) and kind == "send")
     return True
 
 
