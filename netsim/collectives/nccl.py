@@ -13,7 +13,7 @@ names each source.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -137,23 +137,39 @@ class CollectiveModel:
         host, rail = (topology.gpu_host, self.rails_of(topology)) if topology is not None else (None, None)
         gpus = list(gpus)
         nodes = len({int(host[g]) for g in gpus}) if host is not None else 1
+
+        def timing() -> tuple[int, float, bool]:
+            return (self.channels(channels, gpus, host, rail, "ring"), *bus_bandwidth_GBps(gpus, topology))
+
+        algorithm, proto = self.pick(op, algorithm, protocol, size_bytes, len(gpus), nodes, timing)
+        settings = self.settings_on(algorithm, channels, chunk_bytes, gpus, host, rail)
+        return replace(settings, algorithm=algorithm, protocol=proto)
+
+    def pick(self, op: str, algorithm: str, protocol: str, size_bytes: float, n_ranks: int, nodes: int,
+             timing: Callable[[], tuple[int, float, bool] | None]) -> tuple[str, CallProtocol | None]:
+        """The algorithm and protocol (its costs; ``None``: none) a call runs (:meth:`call`).
+
+        ``timing()`` gives what NCCL's model needs beyond the call, (ring channels, bus bandwidth in
+        GB/s, NVLink hosts), and is asked only when the model must be timed; ``None`` when it is not
+        known (the pre-flight's count of a fabric it cannot rate): then the ring with Simple's steps."""
         wanted = PROTOCOL_NAMES[protocol]
         tuned = op in TUNED_OPS and (algorithm == "auto" or algorithm in TUNED_ALGORITHMS)
         name = "Simple" if wanted == "auto" else wanted
         if tuned and (algorithm == "auto" or (wanted == "auto" and self.auto_protocol)):
-            ring_channels = self.channels(channels, gpus, host, rail, "ring")
-            bus, nvlink = bus_bandwidth_GBps(gpus, topology)
-            choice = choose(op, size_bytes, len(gpus), nodes, ring_channels, bus / ring_channels,
-                            algorithms=AUTO_ALGORITHMS.get(op, ("ring",)) if algorithm == "auto" else (algorithm,),
-                            protocols=PROTOCOLS if wanted == "auto" else (wanted,), nvlink=nvlink)
-            algorithm = choice.algorithm
-            name = choice.protocol if wanted == "auto" else wanted
+            known = timing()
+            if known is not None:
+                ring_channels, bus, nvlink = known
+                choice = choose(op, size_bytes, n_ranks, nodes, ring_channels, bus / ring_channels,
+                                algorithms=AUTO_ALGORITHMS.get(op, ("ring",)) if algorithm == "auto" else (algorithm,),
+                                protocols=PROTOCOLS if wanted == "auto" else (wanted,), nvlink=nvlink)
+                algorithm = choice.algorithm
+                name = choice.protocol if wanted == "auto" else wanted
+            elif algorithm == "auto":
+                algorithm = "ring"
         elif algorithm == "auto":
             algorithm = AUTO_ALGORITHMS.get(op, ("direct",))[-1]
         use = wanted != "auto" or (self.auto_protocol and tuned)
-        settings = self.settings_on(algorithm, channels, chunk_bytes, gpus, host, rail)
-        return replace(settings, algorithm=algorithm,
-                       protocol=call_protocol(name, algorithm, nodes > 1) if use else None)
+        return algorithm, (call_protocol(name, algorithm, nodes > 1) if use else None)
 
     def channels(self, requested: int | str, gpus: Sequence[int], gpu_host: Sequence[int] | None,
                  gpu_rail: Sequence[int] | None, algorithm: str = "ring") -> int:

@@ -17,7 +17,6 @@ from typing import NamedTuple
 import numpy as np
 
 from netsim.collectives.nccl import (
-    AUTO_ALGORITHMS,
     CHANNEL_ALGORITHMS,
     CHANNELS_PER_NIC,
     FLUID,
@@ -27,15 +26,7 @@ from netsim.collectives.nccl import (
     CollectiveModel,
     fabric_defaults,
 )
-from netsim.collectives.nccl_tuning import (
-    PROTOCOL_NAMES,
-    PROTOCOLS,
-    TUNED_ALGORITHMS,
-    TUNED_OPS,
-    CallProtocol,
-    call_protocol,
-    choose,
-)
+from netsim.collectives.nccl_tuning import CallProtocol
 from netsim.collectives.tree import DEFAULT_TREE_CHUNK as TREE_CHUNK
 from netsim.config import ExperimentSpec, SequenceWorkload, TrainingWorkload
 from netsim.fabrics import FabricShape, fabric_shape  # noqa: F401  (fabric_shape: re-exported)
@@ -281,33 +272,23 @@ class Tally:
 
     def resolve(self, comm: RankSet, op: str, algorithm: str, protocol: str, size: float,
                 channels: int | str) -> tuple[str, CallProtocol | None]:
-        """The algorithm and protocol a call runs (:meth:`CollectiveModel.call`), from the fabric's
+        """The algorithm and protocol a call runs (:meth:`CollectiveModel.pick`), from the fabric's
         rates: NCCL's pick where the communicator's hosts and the rates are known (fabrics of uniform
         hosts with ``nic``, ``nics_per_host`` and ``intra_host``); otherwise the ring with Simple's
         steps, which for a ring of many ranks has the most messages (LL's and LL128's steps differ
         from Simple's only for pieces of 32 KiB to 4.5 MiB)."""
-        wanted = PROTOCOL_NAMES[protocol]
-        tuned = op in TUNED_OPS and (algorithm == "auto" or algorithm in TUNED_ALGORITHMS)
-        use = wanted != "auto" or (self.model.auto_protocol and tuned)
-        name = "Simple" if wanted == "auto" else wanted
-        if tuned and (algorithm == "auto" or (wanted == "auto" and self.model.auto_protocol)):
-            gph = self.shape.gpus_per_host
-            known = comm.layout in ("ordered", "hosts") and self.nic_GBps > 0
-            nodes, rails = _rails_per_host(comm.members, gph, max(1, -(-gph // max(self.shape.gpus_per_nic, 1)))) \
-                if known else (0, 0)
-            ring_channels = self.settle(comm, "ring", channels, None)[0]
+        gph = self.shape.gpus_per_host
+        known = comm.layout in ("ordered", "hosts") and self.nic_GBps > 0 and comm.n >= 2
+        nodes, rails = _rails_per_host(comm.members, gph, max(1, -(-gph // max(self.shape.gpus_per_nic, 1)))) \
+            if known else (2, 0)
+
+        def timing() -> tuple[int, float, bool] | None:
             bus = rails * self.nic_GBps if nodes > 1 else self.gpu_intra_GBps
-            known = known and nodes >= 1 and comm.n >= 2 and bus > 0
-            if known:
-                choice = choose(op, size, comm.n, nodes, ring_channels, bus / ring_channels,
-                                algorithms=AUTO_ALGORITHMS.get(op, ("ring",)) if algorithm == "auto" else (algorithm,),
-                                protocols=PROTOCOLS if wanted == "auto" else (wanted,))
-                algorithm, name = choice.algorithm, (choice.protocol if wanted == "auto" else wanted)
-            elif algorithm == "auto":
-                algorithm = "ring"
-        elif algorithm == "auto":
-            algorithm = AUTO_ALGORITHMS.get(op, ("direct",))[-1]
-        return algorithm, (call_protocol(name, algorithm, True) if use else None)
+            if not known or nodes < 1 or bus <= 0:
+                return None
+            return self.settle(comm, "ring", channels, None)[0], bus, True
+
+        return self.model.pick(op, algorithm, protocol, size, comm.n, max(nodes, 1), timing)
 
     def call(self, comm: RankSet, op: str, algorithm: str, size: float, channels: int, chunk: float | None,
              repeats: int, groups: int = 1, protocol: str | None = None) -> tuple[CallCounts, Busy]:
