@@ -219,7 +219,8 @@ def build_call(b: ScheduleBuilder, op: str, algorithm: str, gpus: Sequence[int],
     if protocol.net_scale != 1.0 or protocol.nvlink_scale != 1.0:
         sends, conn = b.sends_since(first)
         src, dst = b.connections.src[conn], b.connections.dst[conn]
-        inside = (np.asarray(gpu_host)[src] == np.asarray(gpu_host)[dst]) if gpu_host is not None else np.zeros(len(src), bool)
+        host = np.asarray(gpu_host) if gpu_host is not None else None   # (no hosts known: every hop a network one)
+        inside = host[src] == host[dst] if host is not None else np.zeros(len(src), bool)
         b.scale_overheads(sends, np.where(inside, protocol.nvlink_scale, protocol.net_scale))
     return ends
 

@@ -228,8 +228,7 @@ def bus_bandwidth_GBps(gpus: Sequence[int], topology) -> tuple[float, bool]:
     nvlink = any(kind == "intra" for _bw, kind in intra) or not intra
     if len(hosts) > 1:
         def rate(nic: int) -> float:
-            p = topology.nic_profile[nic]
-            return p.port_rate_Bps * len(topology.nic_ports.get(nic, ())) * p.efficiency
+            return topology.nic_profile[nic].port_capacity_Bps * len(topology.nic_ports.get(nic, ()))
         return min(sum(rate(nic) for nic in nics) for nics in hosts.values()) / 1e9, nvlink
     return (sum(bw for bw, _kind in intra) or 1e9) / 1e9, nvlink
 

@@ -18,9 +18,8 @@ the policy and under ideal spraying (congestion), bytes per link per time bin (l
 State layout (see :class:`netsim.engine.core.CompiledCore`, which owns the arrays):
 
 * tasks: ``ti[TK_*, t]`` ints (kind, connection, dependencies left, notify flag, next task queued on
-  the same connection, fid) and ``tf[TF_*, t]`` floats (amount, done time, post time, what the message's overhead scale adds to
-  its delay); successors
-  as a CSR ``succ_ptr``, ``succ_idx``.
+  the same connection, fid) and ``tf[TF_*, t]`` floats (amount, done time, post time, what the
+  message's overhead scale adds to its delay); successors as a CSR ``succ_ptr``, ``succ_idx``.
 * connections: ``ci[CI_*, c]`` ints and ``cf[CF_*, c]`` floats (cap, bytes posted and delivered,
   the current message's demand).
 * routes (append-only): ``ri[RI_*, r]`` (its pieces, merged core and edge pairs), pieces ``pi``/``pf``

@@ -640,11 +640,8 @@ class ScheduleRun:
         kind = self._kind[task]
         if kind == SEND:
             c = self._conns[self._conn[task]]
-            notify = lambda _e=None, task=task: self._finish(task)
-            if self._scale is None:
-                self.fabric.send(c.src, c.dst, self._amount[task], c, notify=notify)
-            else:
-                self.fabric.send(c.src, c.dst, self._amount[task], c, notify=notify, overhead_scale=self._scale[task])
+            self.fabric.send(c.src, c.dst, self._amount[task], c, notify=lambda _e=None, task=task: self._finish(task),
+                             overhead_scale=1.0 if self._scale is None else self._scale[task])
         elif kind == DELAY:
             self.env.timeout(self._amount[task]).callbacks.append(lambda _e, task=task: self._finish(task))
         else:

@@ -402,7 +402,7 @@ def _rates(spec: ExperimentSpec) -> tuple[float, float]:
     except Exception:   # a NIC the file cannot resolve fails where the fabric is built, not here
         return 0.0, 0.0
     intra = getattr(t.intra_host, "bandwidth", None) or 0.0
-    return nic.port_rate_Bps * nic.ports * nic.efficiency / 1e9, intra / 1e9
+    return nic.port_capacity_Bps * nic.ports / 1e9, intra / 1e9
 
 
 def _walk(w, comm: RankSet, repeats: int, tally: Tally) -> Busy:
