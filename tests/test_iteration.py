@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 import netsim.workload.pipeline as pipeline
 from netsim.collectives import get_algorithm
+from netsim.collectives.base import build_call
+from netsim.collectives.nccl_tuning import call_protocol
 from netsim.config import parse_spec
 from netsim.engine.fragment import Fragment, append_fragments
 from netsim.engine.model import ScheduleBuilder
@@ -28,7 +30,7 @@ def _run(case: dict, compiled: bool) -> tuple:
         result = run_experiment(parse_spec({**case, "engine": ENGINE}))
     iterations = [(i.job, i.iteration, i.start_s, i.end_s, i.compute_s, i.tp_s, i.pp_s, i.dp_s, i.ep_s, i.bubble_s)
                   for i in result.iterations]
-    calls = sorted((c.job, c.iteration, c.label, c.comm, c.op, c.algorithm, c.size_bytes, c.n_ranks, c.start_s,
+    calls = sorted((c.job, c.iteration, c.label, c.comm, c.op, c.algorithm, c.protocol, c.size_bytes, c.n_ranks, c.start_s,
                     c.end_s, c.ideal_s, c.bound_s, c.slack_s) for c in result.collectives)
     fl = result.fabric.flow_columns()
     flows = sorted(zip(fl["connection"].tolist(), fl["end_s"].tolist(), fl["start_s"].tolist(),
@@ -186,10 +188,15 @@ OPS = [("allreduce", "ring"), ("allreduce", "tree"), ("allreduce", "direct"), ("
 @settings(max_examples=30, deadline=None)
 def test_a_fragment_copy_is_the_call_built_again(op, hosts, per_host, channels, copies, data):
     """Each copy of a recorded call has the tasks, dependencies (its ranks' ready tasks in place of the
-    placeholders) and connections that building the call on the copy's GPUs appends."""
+    placeholders), connections and per-message overhead scales (an NCCL protocol's) that building the
+    call on the copy's GPUs appends."""
     op, alg = op
     n = hosts * per_host
-    build = get_algorithm(op, alg)
+    name = data.draw(st.sampled_from([None, "LL", "LL128", "Simple"])) if alg in ("ring", "tree") else None
+    protocol = call_protocol(name, alg, hosts > 1) if name else None
+
+    def build(b, gpus, size, **kw):
+        return build_call(b, op, alg, gpus, size, protocol=protocol, **kw)
     gpu_host = np.repeat(np.arange(64), per_host)
     chosen = sorted(data.draw(st.lists(st.integers(0, 7), min_size=hosts, max_size=hosts, unique=True)))
     first = [h * per_host + k for h in chosen for k in range(per_host)]
@@ -216,6 +223,9 @@ def test_a_fragment_copy_is_the_call_built_again(op, hosts, per_host, channels, 
     assert len(a) == m + copies and done.tolist() == list(range(m, m + copies))
     np.testing.assert_array_equal(a.kind[:m], b.kind)
     np.testing.assert_array_equal(a.amount[:m], b.amount)
+    ones = np.ones(len(a))
+    np.testing.assert_array_equal((a.overhead_scale if a.overhead_scale is not None else ones)[:m],
+                                  b.overhead_scale if b.overhead_scale is not None else ones[:m])
     np.testing.assert_array_equal(a.dep_ptr[:m + 1], b.dep_ptr)
     np.testing.assert_array_equal(a.dep_idx[:len(b.dep_idx)], b.dep_idx)
     cols = ("src", "dst", "channel", "comm", "tcp")

@@ -23,7 +23,6 @@ from netsim.fabrics.dragonfly import CableSpec, DragonflySpec, FrontierSpec  # n
 from netsim.fabrics.leaf_spine import LeafSpineSpec  # noqa: F401  (re-exported)
 from netsim.fabrics.multi_cluster import ClusterSpec, EthernetSpec, MultiClusterSpec  # noqa: F401  (re-exported)
 from netsim.spectypes import (  # noqa: F401
-    ProtocolName,
     MAX_BANDWIDTH_BPS,
     MAX_CABLES,
     MAX_CHANNELS,
@@ -48,6 +47,7 @@ from netsim.spectypes import (  # noqa: F401
     Nic,
     NicOverride,
     NicSpec,
+    ProtocolName,
     Size,
     Time,
     UplinkSpec,
@@ -232,9 +232,13 @@ def _gpu(value: Any) -> Any:
 
 
 class CommSpec(_Spec):
-    """How a training job's collectives run: algorithm and channels (rings) per call."""
+    """How a training job's collectives run: algorithm, protocol and channels (rings) per call.
 
-    algorithm: str = "ring"
+    ``auto`` (the defaults) resolve per call by its size as NCCL's tuning model does
+    (:meth:`netsim.collectives.nccl.CollectiveModel.call`)."""
+
+    algorithm: str = "auto"
+    protocol: ProtocolName = "auto"
     channels: Channels = "auto"
 
 
@@ -360,9 +364,10 @@ class TrainingWorkload(_Spec):
             _check_moe(self.moe, par, model)
         from netsim.collectives import get_algorithm
         try:
-            get_algorithm("allreduce", self.tp_comm.algorithm, "tp_comm")
-            for op in (("reduce_scatter", "allgather") if par.sharded_optimizer else ("allreduce",)):
-                get_algorithm(op, self.dp_comm.algorithm, "dp_comm")
+            for op, comm, key in [("allreduce", self.tp_comm, "tp_comm")] + [
+                    (op, self.dp_comm, "dp_comm")
+                    for op in (("reduce_scatter", "allgather") if par.sharded_optimizer else ("allreduce",))]:
+                get_algorithm(op, _auto_algorithm(op) if comm.algorithm == "auto" else comm.algorithm, key)
         except ConfigError as exc:
             raise _relocated(exc) from None
         return self

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator
 
 from netsim.errors import ConfigError, shorten
-from netsim.spectypes import MAX_GPUS, MAX_ITERATIONS, Channels, _count, _FieldError, _Spec
+from netsim.spectypes import MAX_GPUS, MAX_ITERATIONS, Channels, ProtocolName, _count, _FieldError, _Spec
 
 #: Workload ``type`` values of this module.
 TRACE_TYPES = ("chakra", "schedule")
@@ -31,7 +31,8 @@ class ChakraWorkload(_Spec):
     Runs the Chakra execution trace ``<path>.<rank>.et`` (one file per rank; ``ranks``: how many,
     default every ``<path>.N.et`` found in a row from 0), rank r on the job's r-th placed GPU. See
     :mod:`netsim.workload.chakra` for how nodes become tasks. ``algorithms`` picks the algorithm
-    per collective op (default ring; alltoall: direct); ``groups`` gives process groups' ranks
+    per collective op and ``protocol`` NCCL's protocol (default ``auto``: by each call's size, as
+    NCCL's tuning model does); ``groups`` gives process groups' ranks
     (``{pg_name: [ranks]}``; default: the ranks whose files use the group); ``ops_per_s`` turns a
     compute node's ``num_ops`` into time when it has no ``duration_micros``; ``iterations``
     replays the whole trace that many times back to back.
@@ -41,6 +42,7 @@ class ChakraWorkload(_Spec):
     path: _Path
     ranks: _count(MAX_GPUS) | None = None
     algorithms: dict[str, str] = {}
+    protocol: ProtocolName = "auto"
     channels: Channels = "auto"
     groups: dict[str, Annotated[list[_count(MAX_GPUS - 1, 0)], Field(min_length=1)]] = {}
     ops_per_s: Annotated[float, Field(gt=0, le=1e18)] | None = None
@@ -51,9 +53,11 @@ class ChakraWorkload(_Spec):
     @classmethod
     def _known(cls, v: dict[str, str]) -> dict[str, str]:
         from netsim.collectives import get_algorithm
+        from netsim.collectives.nccl import AUTO_ALGORITHMS
         for op, name in v.items():
             try:
-                get_algorithm(op, name, f"algorithms.{op}")
+                get_algorithm(op, AUTO_ALGORITHMS.get(op, ("ring",))[-1] if name == "auto" else name,
+                              f"algorithms.{op}")
             except ConfigError as exc:
                 raise _FieldError(exc.message, op) from None
         return v

@@ -40,6 +40,8 @@ class Fragment:
     conn_channel: np.ndarray
     conn_tcp: np.ndarray
     sinks: np.ndarray
+    #: per task, the share of its connection's per-message overhead a SEND pays (``None``: 1 for all)
+    scale: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -59,9 +61,10 @@ class Fragment:
         has_succ = np.zeros(m, dtype=bool)
         has_succ[idx[idx >= 0]] = True
         c = s.connections
+        scale = s.overhead_scale[body].copy() if s.overhead_scale is not None else None
         return cls(n_ranks, s.kind[body].copy(), s.conn[body].copy(), s.amount[body].copy(), ptr, idx,
                    c.column("src").copy(), c.column("dst").copy(), c.column("channel").copy(),
-                   c.column("tcp").copy(), np.flatnonzero(~has_succ))
+                   c.column("tcp").copy(), np.flatnonzero(~has_succ), scale)
 
 
 def append_fragments(b: ScheduleBuilder, frag: Fragment, ready: np.ndarray, conn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -90,6 +93,9 @@ def append_fragments(b: ScheduleBuilder, frag: Fragment, ready: np.ndarray, conn
     task_conn = np.full((k, m), -1, dtype=np.int64)
     task_conn[:, sends] = conn[:, frag.conn[sends]]
     b.extend(np.tile(frag.kind, k), task_conn.ravel(), np.tile(frag.amount, k), Deps(ptr, mapped[keep]))
+    if frag.scale is not None:
+        scaled = np.flatnonzero(frag.scale != 1.0)
+        b.scale_overheads((first[:, None] + scaled[None, :]).ravel(), np.tile(frag.scale[scaled], k))
     n_sinks = len(frag.sinks)
     sinks = first[:, None] + frag.sinks[None, :]
     done = b.join(after=Deps(np.arange(0, k * n_sinks + 1, n_sinks, dtype=np.int64), sinks.ravel()), n=k)

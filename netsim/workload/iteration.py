@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from netsim.collectives import CollectiveRecord, get_algorithm
+from netsim.collectives import CollectiveRecord
+from netsim.collectives.base import build_call
 from netsim.collectives.nccl import CallSettings
 from netsim.engine.fragment import Fragment, append_fragments
 from netsim.engine.model import Deps, Schedule, ScheduleBuilder
@@ -57,7 +58,7 @@ class _Calls:
     comms: tuple
     start: np.ndarray   #: per call, the task at whose end it starts
     done: np.ndarray    #: per call, the JOIN after its last tasks
-    how: CallSettings | None = None   #: how they were built (their bound is computed alike)
+    how: CallSettings   #: how they were built (their bound is computed alike)
 
 
 @dataclass
@@ -97,15 +98,16 @@ class CompiledIteration:
         job = self.plan.job
         for c in self.calls:
             starts, ends = times[c.start].tolist(), times[c.done].tolist()
+            how = c.how
             for comm, start, end in zip(c.comms, starts, ends):
-                how = c.how or CallSettings(c.channels, None, False)
                 bound = ideal.ideal(c.op, c.algorithm, comm.gpus, c.size_bytes, channels=c.channels, tcp=comm.tcp,
                                     chunk_bytes=how.slice_bytes(c.op, c.algorithm, c.size_bytes, len(comm.gpus)),
-                                    rails=how.rails) if ideal is not None else None
+                                    rails=how.rails, protocol=how.protocol) if ideal is not None else None
                 out.append(CollectiveRecord(
                     job, iteration, c.op, c.algorithm, c.size_bytes, len(comm.gpus), c.channels, start, end,
                     ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,
-                    slack_s=tolerance_s * bound.chain if bound else 0.0, label=c.label, comm=comm.comm))
+                    slack_s=tolerance_s * bound.chain if bound else 0.0, label=c.label, comm=comm.comm,
+                    protocol=how.protocol_name))
         out += moe_records(self.moe_calls, times, self.plan, iteration, ideal, tolerance_s)
         out.sort(key=lambda r: (r.end_s, r.start_s))
         return out
@@ -246,8 +248,7 @@ class _Compiler:
         plan = self.plan
         if plan.par.tp == 1 or size <= 0:
             return prev
-        c = plan.spec.tp_comm
-        done = self._call("tp", "allreduce", c.algorithm, s, size, "tp", prev)
+        done = self._call("tp", "allreduce", s, size, "tp", prev)
         self.spans["tp_s"].append((s, prev, done))
         return done
 
@@ -289,7 +290,7 @@ class _Compiler:
         plan = self.plan
         if plan.par.dp == 1:
             return prev
-        n_buckets, c = plan.spec.dp_buckets, plan.spec.dp_comm
+        n_buckets = plan.spec.dp_buckets
         share = 1.0 / n_buckets
         chunks = [k * plan.par.pp + s for k in range(plan.par.virtual_stages)]  # its virtual stages
         grad = sum(self.vplan.grad_bytes(g) for g in chunks)
@@ -300,13 +301,13 @@ class _Compiler:
             ready = arrivals.get(bucket, prev)
             meet = self.b.join(after=[ready.tolist() + ([before] if before >= 0 else [])], n=1)
             op = "reduce_scatter" if plan.par.sharded_optimizer else "allreduce"
-            done = self._call("dp", op, c.algorithm, s, grad * share, "dp", meet)
+            done = self._call("dp", op, s, grad * share, "dp", meet)
             if plan.edp_groups:  # MoE: each routed expert's gradients over its replicas in the other EP groups
-                done = np.concatenate([done, self._call("edp", "allreduce", c.algorithm, s,
+                done = np.concatenate([done, self._call("edp", "allreduce", s,
                                                         expert * share, "edp", meet)])
             synced = self.b.join(after=[done.tolist()], n=1)
             if plan.par.sharded_optimizer and bucket == n_buckets - 1:
-                done = self._call("dp", "allgather", c.algorithm, s, params, "dp", synced)
+                done = self._call("dp", "allgather", s, params, "dp", synced)
                 synced = self.b.join(after=[done.tolist()], n=1)
             before = int(synced[0])
         end = self.b.join(after=Deps(np.arange(0, 2 * len(prev) + 1, 2, dtype=np.int64),
@@ -315,13 +316,13 @@ class _Compiler:
         return end
 
     # ------------------------------------------------------------------ calls
-    def _call(self, kind: str, op: str, algorithm: str, s: int, size: float, label: str,
-              ready: np.ndarray) -> np.ndarray:
+    def _call(self, kind: str, op: str, s: int, size: float, label: str, ready: np.ndarray) -> np.ndarray:
         """The calls of ``op`` on stage ``s``'s ``kind`` groups (TP: one per replica, ``ready`` one task
         each; DP and expert DP: one per group, all after ``ready[0]``); per call, its end. They are
-        built as the plan's settings for ``kind`` say (channels, slice, rails)."""
-        how = self.plan.settings[kind]
-        channels = how.channels
+        built as the plan says for their kind and size (:meth:`TrainingPlan.how`: algorithm, protocol,
+        channels, slice, rails)."""
+        how = self.plan.how(kind, op, size)
+        algorithm, channels = how.algorithm, how.channels
         comms = self._comms(kind, s)
         ready = np.broadcast_to(ready, (len(comms),))
         done = np.empty(len(comms), dtype=np.int64)
@@ -376,12 +377,11 @@ class _Compiler:
         key = (op, algorithm, float(size), how, vgpu, vhost, tcp, vrail)
         frag = self._fragments.get(key)
         if frag is None:
-            build = get_algorithm(op, algorithm)
             host = np.empty(len(vgpu), dtype=np.int64)
             host[list(vgpu)] = vhost
             rail = None if vrail is None else np.asarray(vrail, dtype=np.int64)
-            frag = self._fragments[key] = Fragment.record(len(vgpu), lambda b, ready: build(
-                b, list(vgpu), size, channels=how.channels, chunk_bytes=how.slice_bytes(op, algorithm, size, len(vgpu)),
-                tcp=tcp, ready=ready,
+            frag = self._fragments[key] = Fragment.record(len(vgpu), lambda b, ready: build_call(
+                b, op, algorithm, list(vgpu), size, protocol=how.protocol, channels=how.channels,
+                chunk_bytes=how.slice_bytes(op, algorithm, size, len(vgpu)), tcp=tcp, ready=ready,
                 gpu_host=host, gpu_rail=rail))
         return frag

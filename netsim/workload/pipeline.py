@@ -96,8 +96,26 @@ class TrainingPlan:
     experts: MoEPlan | None = None   #: the MoE layers' costs and token routing (None: a dense model)
     #: layers per virtual stage (``pp x virtual_stages`` of them; the partition itself without interleaving)
     chunks: list[int] = field(default_factory=list)
-    #: How the ``tp``, ``dp`` and ``edp`` calls are built (channels, slice, rails) under the run's model.
-    settings: dict[str, CallSettings] = field(default_factory=dict)
+    #: The run's collective model (:mod:`netsim.collectives.nccl`) and topology: how calls are built.
+    collective_model: CollectiveModel = FLUID
+    topology: Topology | None = field(default=None, repr=False, compare=False)
+    #: How each ``tp``, ``dp`` and ``edp`` call was built, per (kind, op, size) (:meth:`how`).
+    settings: dict[tuple[str, str, float], CallSettings] = field(default_factory=dict)
+
+    def how(self, kind: str, op: str, size_bytes: float) -> CallSettings:
+        """How a ``kind`` (``tp``, ``dp``, ``edp``) call of ``op`` and ``size_bytes`` is built under the
+        run's model: its algorithm and protocol (``auto`` resolved by size, as NCCL's tuning model
+        does), channels, slice and rails, from the first group of the kind (a job's groups of one kind
+        are laid out alike). Computed once per kind, op and size."""
+        key = (kind, op, float(size_bytes))
+        hit = self.settings.get(key)
+        if hit is None:
+            c = self.spec.tp_comm if kind == "tp" else self.spec.dp_comm
+            groups = {"tp": self.tp_groups, "dp": self.dp_groups, "edp": self.edp_groups}[kind]
+            first = next(iter(groups.values()))
+            hit = self.settings[key] = self.collective_model.call(op, c.algorithm, c.protocol, size_bytes,
+                                                                  c.channels, None, first.gpus, self.topology)
+        return hit
 
     def virtual(self) -> TrainingPlan:
         """The plan over virtual stages (one per model chunk, ``pp x virtual_stages``): its per-stage
@@ -209,8 +227,9 @@ def plan_training(spec: TrainingWorkload, gpus: list[int], topology: Topology, *
                   collective_model: CollectiveModel = FLUID) -> TrainingPlan:
     """Resolve a training job on its placed GPUs (rank -> GPU): communicators, transports, partition.
 
-    ``collective_model`` settles how each kind of call is built (:attr:`TrainingPlan.settings`): ``channels:
-    auto`` from the first group of the kind (a job's groups of one kind are laid out alike).
+    ``collective_model`` settles how each call is built (:meth:`TrainingPlan.how`): ``algorithm``,
+    ``protocol`` and ``channels`` ``auto`` from the first group of the kind (a job's groups of one kind
+    are laid out alike) and the call's size.
 
     ``partition`` (layers per stage) defaults to the spec's explicit list, else the even split;
     the ``proportional`` and ``search`` strategies are applied by :func:`choose_partition`.
@@ -228,7 +247,8 @@ def plan_training(spec: TrainingWorkload, gpus: list[int], topology: Topology, *
     elif partition is None:
         partition = list(spec.partition) if isinstance(spec.partition, list) else \
             partition_layers(model.layers, [1.0] * par.pp)
-    plan = TrainingPlan(job, name, spec, model, par, gpu_profile(spec), [int(g) for g in gpus], list(partition))
+    plan = TrainingPlan(job, name, spec, model, par, gpu_profile(spec), [int(g) for g in gpus], list(partition),
+                        collective_model=collective_model, topology=topology)
     plan.chunks = chunks or list(partition)
 
     def add(kind: str, index: int, ranks: list[int]) -> Communicator:
@@ -249,10 +269,6 @@ def plan_training(spec: TrainingWorkload, gpus: list[int], topology: Topology, *
             plan.pp_groups[(d, k)] = add("pp", len(plan.pp_groups), [plan.rank(s, d, k) for s in range(par.pp)])
     if spec.moe is not None:
         _plan_experts(plan, topology, add, seed)
-    for kind, groups, c in (("tp", plan.tp_groups, spec.tp_comm), ("dp", plan.dp_groups, spec.dp_comm),
-                            ("edp", plan.edp_groups, spec.dp_comm)):
-        first = next(iter(groups.values()), None)
-        plan.settings[kind] = collective_model.settings(c.algorithm, c.channels, None, first.gpus if first else [], topology)
     _check_algorithms(plan, topology)
     return plan
 
@@ -296,8 +312,11 @@ def _check_algorithms(plan: TrainingPlan, topology: Topology) -> None:
         for op in (("reduce_scatter", "allgather") if par.sharded_optimizer else ("allreduce",)):
             checks.append(("dp_comm", "DP", op, spec.dp_comm, plan.dp_groups.values()))
     for key, kind, op, comm_spec, groups in checks:
+        if comm_spec.algorithm == "auto":   # NCCL's choices (ring, tree) suit every group
+            continue
         build = get_algorithm(op, comm_spec.algorithm, f"workload.{key}")
-        how = plan.settings[kind.lower()]
+        how = plan.collective_model.settings(comm_spec.algorithm, comm_spec.channels, None,
+                                             next(iter(groups)).gpus, topology)
         seen: set[tuple[int, ...]] = set()
         for comm in groups:
             shape = tuple(int(topology.gpu_host[g]) for g in comm.gpus)  # what an algorithm may care about
@@ -377,28 +396,27 @@ class _Iteration:
         return self.speeds.slowest(self.plan.tp_groups[(stage, replica)].gpus, self.env.now)
 
     # ------------------------------------------------------------------ collectives
-    def _collective(self, op: str, algorithm: str, comm: Communicator, size: float, kind: str,
-                    label: str) -> Generator:
+    def _collective(self, op: str, comm: Communicator, size: float, kind: str, label: str) -> Generator:
         env = self.env
         start = env.now
-        how = self.plan.settings[kind]
-        channels, chunk = how.channels, how.slice_bytes(op, algorithm, size, len(comm.gpus))
+        how = self.plan.how(kind, op, size)
+        algorithm, channels = how.algorithm, how.channels
+        chunk = how.slice_bytes(op, algorithm, size, len(comm.gpus))
         yield env.process(run_collective(env, self.fabric, op, algorithm, list(comm.gpus), size, channels=channels,
                                          job=self.plan.job, comm=comm.comm, tcp=comm.tcp, chunk_bytes=chunk,
-                                         rails=how.rails))
-        bound = self.ideal.ideal(op, algorithm, comm.gpus, size, channels=channels, tcp=comm.tcp,
-                                 chunk_bytes=chunk, rails=how.rails) if self.ideal is not None else None
+                                         rails=how.rails, protocol=how.protocol))
+        bound = self.ideal.ideal(op, algorithm, comm.gpus, size, channels=channels, tcp=comm.tcp, chunk_bytes=chunk,
+                                 rails=how.rails, protocol=how.protocol) if self.ideal is not None else None
         self.records.append(CollectiveRecord(
             self.plan.job, self.iteration, op, algorithm, size, len(comm.gpus), channels, start, env.now,
             ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,
-            slack_s=self.fabric.tolerance_s * bound.chain if bound else 0.0, label=label, comm=comm.comm))
+            slack_s=self.fabric.tolerance_s * bound.chain if bound else 0.0, label=label, comm=comm.comm,
+            protocol=how.protocol_name))
 
     def _tp(self, stage: int, replica: int, size: float) -> Generator:
         if self.plan.par.tp == 1 or size <= 0:
             return
-        c = self.plan.spec.tp_comm
-        yield from self._collective("allreduce", c.algorithm, self.plan.tp_groups[(stage, replica)], size,
-                                    "tp", "tp")
+        yield from self._collective("allreduce", self.plan.tp_groups[(stage, replica)], size, "tp", "tp")
 
     def _pass(self, stage: int, replica: int, compute_s: float, acct: dict, pieces: int = 1,
               after_piece: Callable[[int], None] | None = None, op: str = "F", micro: int = 0) -> Generator:
@@ -570,23 +588,22 @@ class _Iteration:
         if bucket > 0:
             yield self.buckets[(stage, bucket - 1)][1]
         share = 1.0 / plan.spec.dp_buckets  # equal buckets
-        c = plan.spec.dp_comm
         procs = []
         for k in range(plan.par.tp):
             comm = plan.dp_groups[(stage, k)]
             if plan.par.sharded_optimizer:
-                procs.append(env.process(self._collective("reduce_scatter", c.algorithm, comm,
+                procs.append(env.process(self._collective("reduce_scatter", comm,
                                                           plan.grad_bytes(stage) * share, "dp", "dp")))
             else:
-                procs.append(env.process(self._collective("allreduce", c.algorithm, comm,
+                procs.append(env.process(self._collective("allreduce", comm,
                                                           plan.grad_bytes(stage) * share, "dp", "dp")))
         if plan.edp_groups:  # MoE: each routed expert's gradients over its replicas in the other EP groups
-            procs += [env.process(self._collective("allreduce", c.algorithm, plan.edp_groups[(stage, k, e)],
+            procs += [env.process(self._collective("allreduce", plan.edp_groups[(stage, k, e)],
                                                    plan.expert_grad_bytes(stage) * share, "edp", "edp"))
                       for k in range(plan.par.tp) for e in range(plan.spec.moe.ep)]
         yield env.all_of(procs)
         if plan.par.sharded_optimizer and bucket == plan.spec.dp_buckets - 1:
-            procs = [env.process(self._collective("allgather", c.algorithm, plan.dp_groups[(stage, k)],
+            procs = [env.process(self._collective("allgather", plan.dp_groups[(stage, k)],
                                                   plan.param_bytes(stage), "dp", "dp"))
                      for k in range(plan.par.tp)]
             yield env.all_of(procs)
