@@ -91,7 +91,7 @@ def parse_collective(model: str) -> CollectiveModel:
     ops = sorted({o for v in ALGORITHM_OPS.values() for o in v})
     if op not in ops:
         raise ConfigError(f"unknown collective op {shorten(op)}; allowed: {', '.join(ops)}{did_you_mean(op, ops)}")
-    algorithms = sorted(a for a, v in ALGORITHM_OPS.items() if op in v)
+    algorithms = ["auto", *sorted(a for a, v in ALGORITHM_OPS.items() if op in v)]   # auto: NCCL's pick by size
     if algorithm not in algorithms:
         raise ConfigError(f"unknown algorithm {shorten(algorithm)} for {op}; allowed: {', '.join(algorithms)}"
                           f"{did_you_mean(algorithm, algorithms)}")

@@ -38,15 +38,16 @@ import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from netsim.collectives import get_algorithm
-from netsim.collectives.nccl import FLUID, CollectiveModel
+from netsim.collectives.base import build_call
+from netsim.collectives.nccl import FLUID, CallSettings, CollectiveModel
+from netsim.collectives.nccl_tuning import CallProtocol
 from netsim.engine.model import Schedule, ScheduleBuilder
 from netsim.errors import ConfigError, shorten
 from netsim.inputfile import read_bytes
@@ -65,8 +66,8 @@ from netsim.workload.chakra_proto import (  # noqa: F401  (the writer, re-export
 #: Chakra ``CollectiveCommType`` -> netsim op.
 COMM_OPS = pb.COMM_OPS
 #: Algorithm per op unless configured.
-DEFAULT_ALGORITHMS = {"allreduce": "ring", "reduce_scatter": "ring", "allgather": "ring", "broadcast": "ring",
-                      "reduce": "ring", "alltoall": "direct"}
+DEFAULT_ALGORITHMS = {"allreduce": "auto", "reduce_scatter": "auto", "allgather": "auto", "broadcast": "auto",
+                      "reduce": "auto", "alltoall": "auto"}
 _TYPE_NAMES = {v: k for k, v in NODE_TYPES.items()}
 _COMM_NAMES = {v: k for k, v in COLLECTIVE_TYPES.items()}
 COMP, SEND_NODE, RECV_NODE, COLL = (NODE_TYPES[k] for k in ("COMP_NODE", "COMM_SEND_NODE", "COMM_RECV_NODE",
@@ -562,6 +563,7 @@ class TraceCall:
     channels: int = 1
     chunk_bytes: float | None = None
     rails: bool = False
+    protocol: CallProtocol | None = None   #: NCCL's protocol and its costs (``None``: none)
 
 
 @dataclass
@@ -581,16 +583,18 @@ def build_trace(trace: ChakraTrace, gpus: Sequence[int], *, algorithms: dict[str
                 channels: int | str = 1, job: int = 0, groups: dict[str, Sequence[int]] | None = None,
                 ops_per_s: float | None = None, gpu_host: Sequence[int] | None = None,
                 mixes_fabrics=None, model: CollectiveModel = FLUID,
-                gpu_rail: Sequence[int] | None = None) -> tuple[Schedule, list[TraceCall]]:
+                gpu_rail: Sequence[int] | None = None, protocol: str = "auto",
+                topology=None) -> tuple[Schedule, list[TraceCall]]:
     """Compile ``trace`` (rank ``r`` on ``gpus[r]``) into a schedule and its collective calls (see the module
     docstring for the mapping). ``mixes_fabrics(gpus) -> bool`` marks communicators that talk TCP.
-    ``model`` settles each call's channels (``auto``), slice and ring order (``gpu_rail``: the
+    ``model`` settles each call's algorithm and protocol (``auto``: by its size, from ``topology``'s
+    rates, :meth:`CollectiveModel.call`), channels (``auto``), slice and ring order (``gpu_rail``: the
     topology's, when the model puts rings on rails).
     The trace is checked again with ``groups`` and ``ops_per_s`` (:func:`check_trace`) first, and a
     deadlock across ranks or a schedule of more than :data:`MAX_TASKS` tasks is a ConfigError."""
     check_trace(trace, groups or {}, ops_per_s)
     compiler = _Compiler(trace, list(gpus), algorithms or {}, channels, job, groups or {}, ops_per_s, gpu_host,
-                         mixes_fabrics, model, gpu_rail)
+                         mixes_fabrics, model, gpu_rail, protocol, topology)
     return compiler.run()
 
 
@@ -610,12 +614,13 @@ class _Compiler:
     reached it, a receive once its send exists) into one :class:`ScheduleBuilder`."""
 
     def __init__(self, trace, gpus, algorithms, channels, job, groups, ops_per_s, gpu_host, mixes_fabrics,
-                 model: CollectiveModel = FLUID, gpu_rail=None):
+                 model: CollectiveModel = FLUID, gpu_rail=None, protocol: str = "auto", topology=None):
         if len(gpus) < trace.ranks:
             raise ConfigError(f"the trace has {trace.ranks} ranks but only {len(gpus)} GPUs were placed")
         self.trace, self.gpus, self.channels, self.job = trace, gpus, channels, job
         self.ops_per_s, self.gpu_host, self.mixes = ops_per_s, gpu_host, mixes_fabrics
         self.model, self.gpu_rail = model, (gpu_rail if model.rails else None)
+        self.protocol, self.topology = protocol, topology
         self.algorithms = {**DEFAULT_ALGORITHMS, **algorithms}
         self.b = ScheduleBuilder()
         self.calls: list[TraceCall] = []
@@ -734,26 +739,36 @@ class _Compiler:
         node0 = self.ranks[members[0]].nodes[arrived[members[0]][0]]
         kind, size = _call(node0)
         op = COMM_OPS[_COMM_NAMES[kind]]
-        algorithm = self.algorithms.get(op, DEFAULT_ALGORITHMS[op])
-        builder = get_algorithm(op, algorithm, "workload.algorithms")
         gpus = [self.gpus[r] for r in members]
         ready = np.array([arrived[r][1] for r in members], dtype=np.int64)
         tcp = bool(self.mixes(gpus)) if self.mixes is not None and len(gpus) > 1 else False
         comm = self.comms[pg]
-        how = self.model.settings_on(algorithm, self.channels, None, gpus, self.gpu_host, self.gpu_rail)
-        ends = np.asarray(builder(self.b, gpus, float(size), channels=how.channels, job=self.job, comm=comm,
-                                  tcp=tcp, ready=ready, gpu_host=self.gpu_host,
-                                  chunk_bytes=how.slice_bytes(op, algorithm, float(size), len(gpus)),
-                                  gpu_rail=self.gpu_rail), dtype=np.int64)
+        how = self._how(op, float(size), gpus)
+        algorithm = how.algorithm
+        ends = np.asarray(build_call(self.b, op, algorithm, gpus, float(size), protocol=how.protocol,
+                                     channels=how.channels, job=self.job, comm=comm, tcp=tcp, ready=ready,
+                                     gpu_host=self.gpu_host,
+                                     chunk_bytes=how.slice_bytes(op, algorithm, float(size), len(gpus)),
+                                     gpu_rail=self.gpu_rail), dtype=np.int64)
         none = np.flatnonzero(ends < 0)
         if len(none):
             ends[none] = self.b.join(n=len(none))
         label = node0.name or f"{op}/{algorithm}"
         self.calls.append(TraceCall(len(self.calls), op, algorithm, float(size), list(members), gpus, comm, label,
                                     ready, ends, tcp, how.channels, how.slice_bytes(op, algorithm, float(size), len(gpus)),
-                                    how.rails))
+                                    how.rails, how.protocol))
         for r, end in zip(members, ends.tolist()):
             self._finish(r, arrived[r][0], end)
+
+    def _how(self, op: str, size: float, gpus: list[int]) -> CallSettings:
+        """How a call is built: the model's settings with ``auto`` resolved by its size (on the
+        topology's rates; without a topology, as on one host)."""
+        algorithm = self.algorithms.get(op, DEFAULT_ALGORITHMS[op])
+        how = self.model.call(op, algorithm, self.protocol, size, self.channels, None, gpus, self.topology)
+        if self.topology is None:   # the GPUs' hosts and rails as given
+            how = replace(self.model.settings_on(how.algorithm, self.channels, None, gpus, self.gpu_host,
+                                                 self.gpu_rail), algorithm=how.algorithm, protocol=how.protocol)
+        return how
 
     def _check_finished(self) -> None:
         for r, st in enumerate(self.ranks):

@@ -84,7 +84,8 @@ def plan_trace(workload: ChakraWorkload | ScheduleWorkload, gpus: Sequence[int],
             schedule, calls = build_trace(trace, gpus, algorithms=workload.algorithms, channels=workload.channels,
                                           job=job, groups=workload.groups, ops_per_s=workload.ops_per_s,
                                           gpu_host=topology.gpu_host, mixes_fabrics=topology.mixes_fabrics,
-                                          model=model, gpu_rail=model.rails_of(topology))
+                                          model=model, gpu_rail=model.rails_of(topology),
+                                          protocol=workload.protocol, topology=topology)
             tcp = sorted({c.comm for c in calls if c.tcp})
             return TracePlan("chakra", workload.path, schedule, workload.iterations, calls, tcp)
         schedule = on_gpus(read_schedule(workload.path, n_ranks=len(gpus)), gpus, job)
@@ -121,7 +122,8 @@ def run_trace(env: simpy.Environment, fabric: Fabric, plan: TracePlan, *, record
             if call.size_bytes > 0 and len(call.ranks) > 1:
                 bounds[call.index] = ideal.ideal(call.op, call.algorithm, call.gpus, call.size_bytes,
                                                  channels=call.channels, tcp=call.tcp,
-                                                 chunk_bytes=call.chunk_bytes, rails=call.rails)
+                                                 chunk_bytes=call.chunk_bytes, rails=call.rails,
+                                                 protocol=call.protocol)
     for iteration in range(plan.iterations):
         t0 = env.now
         run = run_schedule(env, fabric, plan.schedule)
@@ -135,7 +137,7 @@ def run_trace(env: simpy.Environment, fabric: Fabric, plan: TracePlan, *, record
                 float(entered.min()), float(times[call.ends].max()),
                 ideal_s=bound.time_s if bound else math.nan, bound_s=bound.bound_s if bound else math.nan,
                 slack_s=fabric.tolerance_s * bound.chain if bound else 0.0, step=call.index, label=call.label,
-                comm=call.comm))
+                comm=call.comm, protocol=call.protocol.name if call.protocol is not None else ""))
 
 
 # ---------------------------------------------------------------------------------- export
