@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -259,6 +259,9 @@ class Tally:
     #: choice of algorithm and protocol (:meth:`resolve`)
     nic_GBps: float = 0.0
     gpu_intra_GBps: float = 0.0
+    #: the slowest and fastest NIC and intra-host rates (GB/s) the file names ((0, 0): none)
+    nic_range: tuple[float, float] = (0.0, 0.0)
+    intra_range: tuple[float, float] = (0.0, 0.0)
 
     @property
     def connection_count(self) -> int:
@@ -271,39 +274,66 @@ class Tally:
         return tuple(sum(p[i] for p in self.pairs.values()) for i in range(4))
 
     def resolve(self, comm: RankSet, op: str, algorithm: str, protocol: str, size: float,
-                channels: int | str) -> tuple[str, CallProtocol | None]:
-        """The algorithm and protocol a call runs (:meth:`CollectiveModel.pick`), from the fabric's
-        rates: NCCL's pick where the communicator's hosts and the rates are known (fabrics of uniform
-        hosts with ``nic``, ``nics_per_host`` and ``intra_host``); otherwise the ring with Simple's
-        steps, which for a ring of many ranks has the most messages (LL's and LL128's steps differ
-        from Simple's only for pieces of 32 KiB to 4.5 MiB)."""
+                channels: int | str) -> list[tuple[str, CallProtocol | None]]:
+        """The algorithm and protocol a call runs (:meth:`CollectiveModel.pick`): NCCL's pick where the
+        communicator's hosts and the fabric's rates are known (fabrics of uniform hosts with ``nic``,
+        ``nics_per_host`` and ``intra_host``); otherwise every pick over the range of what is not
+        known (:meth:`_sampled`), for :meth:`call` to count the most of each."""
+        if comm.n < 2:   # nothing to time: the ring, Simple's steps
+            return [self.model.pick(op, algorithm, protocol, size, comm.n, 1, lambda: None)]
         gph = self.shape.gpus_per_host
-        known = comm.layout in ("ordered", "hosts") and self.nic_GBps > 0 and comm.n >= 2
-        nodes, rails = _rails_per_host(comm.members, gph, max(1, -(-gph // max(self.shape.gpus_per_nic, 1)))) \
-            if known else (2, 0)
+        ordered = comm.layout in ("ordered", "hosts")
+        nodes, rails = _rails_per_host(comm.members, gph, self._nics()) if ordered else (0, 0)
+        bus = rails * self.nic_GBps if nodes > 1 else self.gpu_intra_GBps
+        if ordered and self.nic_GBps > 0 and nodes >= 1 and bus > 0:
+            timing = (self.settle(comm, "ring", channels, None)[0], bus, True)
+            return [self.model.pick(op, algorithm, protocol, size, comm.n, nodes, lambda: timing)]
+        return self._sampled(comm, op, algorithm, protocol, size, channels, nodes)
 
-        def timing() -> tuple[int, float, bool] | None:
-            bus = rails * self.nic_GBps if nodes > 1 else self.gpu_intra_GBps
-            if not known or nodes < 1 or bus <= 0:
-                return None
-            return self.settle(comm, "ring", channels, None)[0], bus, True
+    def _nics(self) -> int:
+        return max(1, -(-self.shape.gpus_per_host // max(self.shape.gpus_per_nic, 1)))
 
-        return self.model.pick(op, algorithm, protocol, size, comm.n, max(nodes, 1), timing)
+    def _sampled(self, comm: RankSet, op: str, algorithm: str, protocol: str, size: float, channels: int | str,
+                 nodes: int) -> list[tuple[str, CallProtocol | None]]:
+        """Every pick NCCL's model makes for the call over what the pre-flight does not know: the
+        nodes (1, 2 or every rank on its own; ``nodes`` when known), the bus bandwidth (33 rates from
+        the slowest NIC or NVLink rate the file names to its fastest times the NICs of a host; 0.5 to
+        2,000 GB/s when it names none), the ring channels (1, 2 and the most) and NVLink or not."""
+        gph = self.shape.gpus_per_host
+        options = (nodes,) if nodes else tuple(k for k in {1, 2, comm.n} if 1 <= k <= comm.n and (k > 1 or comm.n <= gph))
+        most = self.settle(comm, "ring", channels, None)[0]
+        picks: set[tuple[str, CallProtocol | None]] = set()
+        for n_nodes in options:
+            lo, hi = self.nic_range if n_nodes > 1 else self.intra_range
+            lo, hi = (lo, hi * (self._nics() if n_nodes > 1 else gph)) if lo > 0 else (0.5, 2000.0)
+            for bus in np.geomspace(lo, max(hi, lo), 33):
+                for ring_channels in sorted({1, 2, most}):
+                    for nvlink in (True, False):
+                        timing = (ring_channels, float(bus), nvlink)
+                        picks.add(self.model.pick(op, algorithm, protocol, size, comm.n, n_nodes, lambda: timing))
+        return sorted(picks, key=lambda p: (p[0], p[1].name if p[1] is not None else ""))
 
     def call(self, comm: RankSet, op: str, algorithm: str, size: float, channels: int, chunk: float | None,
              repeats: int, groups: int = 1, protocol: str | None = None) -> tuple[CallCounts, Busy]:
         """Count ``repeats`` calls on each of ``groups`` communicators shaped like ``comm``; returns the
         call and how busy one of them keeps the fabric (upper bounds). ``protocol``: the workload's
-        (``None``: calls that take none, a training job's)."""
+        (``None``: calls that take none). Where the choice of an ``auto`` call is not known before
+        the run, the most of each count over the choices."""
         shape = self.shape
         g, d = comm.per_host(shape), comm.per_domain(shape)
-        algorithm, proto = (algorithm, None) if protocol is None else \
+        choices = [(algorithm, None)] if protocol is None else \
             self.resolve(comm, op, algorithm, protocol, size, channels)
-        channels, chunk = self.settle(comm, algorithm, channels, chunk, op, size, proto)
-        if proto is not None and chunk is not None:
-            size, chunk = size * proto.wire, chunk * proto.wire
-        call = collective_call(op, algorithm, comm.n, size, channels, chunk,
-                               per_host=g if comm.layout != "scattered" else -shape.gpus_per_host)
+        calls = []
+        for algorithm, proto in choices:
+            n_channels, n_chunk = self.settle(comm, algorithm, channels, chunk, op, size, proto)
+            wire = proto.wire if proto is not None else 1.0
+            calls.append((n_channels, collective_call(op, algorithm, comm.n, size * wire, n_channels,
+                                                      n_chunk * wire if n_chunk is not None else None,
+                                                      per_host=g if comm.layout != "scattered" else -shape.gpus_per_host)))
+        channels, call = max(calls, key=lambda c: (c[1].messages, c[1].in_flight))
+        if len(calls) > 1:
+            call = replace(call, **{f: max(getattr(c, f) for _ch, c in calls)
+                                    for f in ("messages", "connections", "pairs", "in_flight", "per_rank")})
         self.messages += call.messages * repeats * groups
         self.calls += repeats * groups
         key = (comm.job, comm.members, call.family, channels, groups)
@@ -331,8 +361,8 @@ class Tally:
         :func:`netsim.collectives.nccl.auto_channels` with the communicator's GPUs on a host each on
         their own NIC, up to the host's NICs (an upper bound)."""
         if channels == "auto":
-            if not self.model.auto_channels or algorithm not in CHANNEL_ALGORITHMS:
-                channels = 1
+            if not self.model.auto_channels or algorithm not in (*CHANNEL_ALGORITHMS, "auto"):
+                channels = 1  # (``auto``: counted as the ring, NCCL's choice with the most channels)
             else:
                 gph = self.shape.gpus_per_host
                 nics = max(1, -(-gph // max(self.shape.gpus_per_nic, 1)))
@@ -405,6 +435,41 @@ def _rates(spec: ExperimentSpec) -> tuple[float, float]:
     return nic.port_capacity_Bps * nic.ports / 1e9, intra / 1e9
 
 
+def _rate_ranges(spec: ExperimentSpec) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The slowest and fastest NIC rate and intra-host link rate (GB/s) anywhere in the file's
+    ``topology:`` ((0, 0) where it names none, e.g. fabrics whose nodes are built in)."""
+    from pydantic import BaseModel
+
+    from netsim.spectypes import LinkSpec, NicSpec
+    nics: list[float] = []
+    intra: list[float] = []
+
+    def walk(v, name: str = "") -> None:
+        if isinstance(v, NicSpec):
+            try:
+                nic = v.resolve()
+                nics.append(nic.port_capacity_Bps * nic.ports / 1e9)
+            except Exception:   # a NIC the file cannot resolve fails where the fabric is built, not here
+                pass
+        elif isinstance(v, LinkSpec) and name in ("nic", "intra_host", "link"):   # (a dragonfly's NIC: its link's)
+            (intra if name == "intra_host" else nics).append(v.bandwidth / 1e9)
+        elif name == "link_bandwidth" and isinstance(v, (int, float)):   # frontier: NICs as fast as the cables
+            nics.append(v / 1e9)
+        elif isinstance(v, BaseModel):
+            for k in type(v).model_fields:
+                walk(getattr(v, k), k)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x, name)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x, name)
+
+    walk(spec.topology)
+    span = (lambda xs: (min(xs), max(xs)) if xs else (0.0, 0.0))
+    return span([x for x in nics if x > 0]), span([x for x in intra if x > 0])
+
+
 def _walk(w, comm: RankSet, repeats: int, tally: Tally) -> Busy:
     """Count a collective or sequence workload; how busy it keeps the fabric at its busiest."""
     if isinstance(w, SequenceWorkload):
@@ -441,17 +506,17 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
             bump = slack * 2 * tally.settle(group, c.algorithm, c.channels, None)[0] * TREE_CHUNK
             if w.moe is not None:  # MoE stages run layer by layer: one TP allreduce of 2 activations per layer
                 call, x = tally.call(group, "allreduce", c.algorithm, 2 * act + bump, c.channels, None,
-                                     repeats * 2 * micro * n_layers, groups=dp)
+                                     repeats * 2 * micro * n_layers, groups=dp, protocol=c.protocol)
             elif w.tp_granularity == "layer":
                 call, x = tally.call(group, "allreduce", c.algorithm, act + bump, c.channels, None,
-                                     repeats * 2 * micro * 2 * n_layers, groups=dp)
+                                     repeats * 2 * micro * 2 * n_layers, groups=dp, protocol=c.protocol)
             else:
                 size = 2 * n_layers * act
                 call, x = tally.call(group, "allreduce", c.algorithm, size + bump, c.channels, None,
-                                     repeats * (2 * micro - overlap), groups=dp)
+                                     repeats * (2 * micro - overlap), groups=dp, protocol=c.protocol)
                 if overlap:
                     tally.call(group, "allreduce", c.algorithm, size / w.dp_buckets + bump, c.channels, None,
-                               repeats * w.dp_buckets, groups=dp)
+                               repeats * w.dp_buckets, groups=dp, protocol=c.protocol)
             flight, core, gpu = flight + dp * x.flight, core + dp * x.core, gpu + x.nic
         if dp > 1:  # the stage's gradients, bucket by bucket, over each TP index's replicas
             c = w.dp_comm
@@ -461,10 +526,10 @@ def _training(w: TrainingWorkload, job: int, placement: str, layout: str, repeat
             bump = slack * 2 * tally.settle(replicas, c.algorithm, c.channels, None)[0] * TREE_CHUNK
             op = "reduce_scatter" if par.sharded_optimizer else "allreduce"
             call, x = tally.call(replicas, op, c.algorithm, params / tp * grad / w.dp_buckets + bump, c.channels,
-                                 None, repeats * w.dp_buckets, groups=tp)
+                                 None, repeats * w.dp_buckets, groups=tp, protocol=c.protocol)
             if par.sharded_optimizer:
                 tally.call(replicas, "allgather", c.algorithm, params / tp * m.dtype_bytes + bump, c.channels, None,
-                           repeats, groups=tp)
+                           repeats, groups=tp, protocol=c.protocol)
             flight, core, gpu = flight + tp * x.flight, core + tp * x.core, gpu + x.nic
         nic = max(nic, gpu)
     if w.moe is not None:
@@ -502,7 +567,7 @@ def _experts(w: TrainingWorkload, job: int, layout: str, layers: list[int], micr
             grads = moe_layers * moe.experts // moe.ep * 3 * w.model.hidden * moe.expert_hidden / tp \
                 * (w.grad_bytes or w.model.dtype_bytes)
             tally.call(replicas, "allreduce", w.dp_comm.algorithm, grads / w.dp_buckets, w.dp_comm.channels, None,
-                       repeats * w.dp_buckets, groups=tp * moe.ep)
+                       repeats * w.dp_buckets, groups=tp * moe.ep, protocol=w.dp_comm.protocol)
     return Busy(flight, nic, core)
 
 
@@ -522,6 +587,7 @@ def count_workload(spec: ExperimentSpec, shape: FabricShape | None = None) -> Ta
     shape = shape or fabric_shape(spec.topology)
     tally = Tally(shape, sprayed=spec.routing.type in SPREAD, model=MODELS[spec.model])
     tally.nic_GBps, tally.gpu_intra_GBps = _rates(spec)
+    tally.nic_range, tally.intra_range = _rate_ranges(spec)
     jobs = []
     if spec.cluster is not None:  # jobs come from the trace at run time: not counted before the run
         return tally
