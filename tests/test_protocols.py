@@ -37,6 +37,7 @@ from netsim.engine.reference import run_schedule
 from netsim.engine.schedule_io import read_schedule, write_schedule
 from netsim.errors import ConfigError
 from netsim.experiment import run_experiment
+from netsim.experiment.run import build_topology
 from netsim.experiment.results import collectives_frame
 from netsim.routing import make_routing
 from netsim.solver import COMPILED
@@ -298,3 +299,74 @@ def test_the_nccl_model_resolves_auto_and_fluid_keeps_none():
     assert named.protocol_name == "LL128" and named.slice_bytes("allreduce", "ring", 2**30, 16) == 576000   # LL128: a step of 600 KiB of lines
     assert call_protocol("LL128", "tree", True).base_s == pytest.approx(4.4e-6)
     assert NCCL.call("alltoall", "auto", "auto", 2**20, "auto", None, range(16), topo).algorithm == "direct"
+
+
+# ---------------------------------------------------------------------------------- training jobs, traces
+TRAINING = {"type": "training", "gpu": "h100",
+            "model": {"layers": 4, "hidden": 1024, "heads": 8, "seq_len": 128, "vocab": 1000, "micro_batch": 1,
+                      "global_batch": 4},
+            "parallelism": {"tp": 4, "pp": 1, "dp": 4}, "tp_granularity": "layer"}
+
+
+def _training_spec(workload=None, model="nccl", **kw):
+    """Four hosts of 4 GPUs and 4 NICs (400G), NVLink inside; TP inside a host, DP across hosts."""
+    return _spec(workload or TRAINING, model=model, leaves=2, hosts_per_leaf=2, gpus_per_host=4, nics_per_host=4,
+                 nic={"bandwidth": "400Gbps"}, uplink={"bandwidth": "1600Gbps"}, intra_host={"bandwidth": "900GB/s"},
+                 **kw)
+
+
+def _groups(label: str, n: int = 4) -> list[list[int]]:
+    """The GPUs of each TP (one host) or DP (one GPU a host) group under sequential placement."""
+    return [list(range(4 * d, 4 * d + 4)) for d in range(n)] if label == "tp" else \
+        [list(range(k, 16, 4)) for k in range(4)]
+
+
+def test_a_training_job_picks_each_call_as_nccls_model_does(tmp_path):
+    """By default (``algorithm: auto``, ``protocol: auto``) every TP and DP call of a training job runs what
+    NCCL's model picks for its size on its communicator, and the results say so: here, TP allreduces of
+    256 KiB inside a host (LL) and DP gradient allreduces of about 25 MiB across hosts (Simple)."""
+    spec = parse_spec(_training_spec())
+    result = run_experiment(spec)
+    topo = build_topology(spec)
+    calls = collectives_frame(result)
+    assert set(calls["label"]) == {"tp", "dp"}
+    for _, row in calls.iterrows():
+        want = NCCL.call(row["op"], "auto", "auto", row["size_bytes"], "auto", None, _groups(row["label"])[0], topo)
+        assert (row["algorithm"], row["protocol"], row["channels"]) == \
+            (want.algorithm, want.protocol_name, want.channels), row.to_dict()
+    assert calls["protocol"].nunique() >= 2      # sizes on both sides of a crossover
+    assert (calls["protocol"] != "").all()
+
+
+def test_a_training_job_runs_what_its_file_names(tmp_path):
+    """``tp_comm``/``dp_comm`` name the algorithm and protocol; under ``model: fluid`` ``auto`` adds no protocol."""
+    named = {**TRAINING, "tp_comm": {"algorithm": "ring", "protocol": "simple"},
+             "dp_comm": {"algorithm": "tree", "protocol": "LL"}}
+    calls = _calls(tmp_path, _training_spec(named))
+    assert set(zip(calls["label"], calls["algorithm"], calls["protocol"])) == {("tp", "ring", "Simple"),
+                                                                               ("dp", "tree", "LL")}
+    fluid = _calls(tmp_path, _training_spec(model="fluid"))
+    assert (fluid["protocol"] == "").all() and set(fluid["algorithm"]) <= {"ring", "tree"}
+
+
+def test_the_compiled_and_the_process_iteration_build_calls_alike(tmp_path, monkeypatch):
+    """The compiled iteration (fragments with their overhead scales) and the stage processes (each call
+    built alone) give the same calls, protocols and times."""
+    import netsim.workload.pipeline as pipeline
+    compiled = _calls(tmp_path, _training_spec())
+    monkeypatch.setattr(pipeline, "compilable", lambda plan, speeds: False)
+    processes = _calls(tmp_path, _training_spec())
+    cols = ["label", "op", "algorithm", "protocol", "size_bytes", "start_s", "end_s", "ideal_s"]
+    a, b = (f[cols].sort_values(cols).reset_index(drop=True) for f in (compiled, processes))
+    pd.testing.assert_frame_equal(a, b, rtol=1e-9)
+
+
+def test_a_chakra_trace_picks_by_size_and_takes_a_named_protocol(tmp_path):
+    from netsim.workload.chakra import coll_node, write_trace
+    write_trace(tmp_path / "t", [[coll_node(1, "allreduce", 8), coll_node(2, "allreduce", 256 * 2**20, deps=[1])]
+                                 for _ in range(16)])
+    w = {"type": "chakra", "path": str(tmp_path / "t")}
+    calls = _calls(tmp_path, _training_spec(w))
+    assert calls["protocol"].tolist() == ["LL", "Simple"]
+    calls = _calls(tmp_path, _training_spec({**w, "protocol": "ll128", "algorithms": {"allreduce": "ring"}}))
+    assert calls["protocol"].tolist() == ["LL128", "LL128"] and set(calls["algorithm"]) == {"ring"}
