@@ -262,6 +262,7 @@ class Tally:
     #: the slowest and fastest NIC and intra-host rates (GB/s) the file names ((0, 0): none)
     nic_range: tuple[float, float] = (0.0, 0.0)
     intra_range: tuple[float, float] = (0.0, 0.0)
+    sampled: dict = field(default_factory=dict)   #: :meth:`_sampled`'s picks, per call shape
 
     @property
     def connection_count(self) -> int:
@@ -296,22 +297,28 @@ class Tally:
     def _sampled(self, comm: RankSet, op: str, algorithm: str, protocol: str, size: float, channels: int | str,
                  nodes: int) -> list[tuple[str, CallProtocol | None]]:
         """Every pick NCCL's model makes for the call over what the pre-flight does not know: the
-        nodes (1, 2 or every rank on its own; ``nodes`` when known), the bus bandwidth (33 rates from
+        nodes (1, 2 or every rank on its own; ``nodes`` when known), the bus bandwidth (12 rates from
         the slowest NIC or NVLink rate the file names to its fastest times the NICs of a host; 0.5 to
-        2,000 GB/s when it names none), the ring channels (1, 2 and the most) and NVLink or not."""
+        2,000 GB/s when it names none), the ring channels (as asked; for ``auto`` 1 inside a host,
+        else 2 and the most) and NVLink or not."""
         gph = self.shape.gpus_per_host
         options = (nodes,) if nodes else tuple(k for k in {1, 2, comm.n} if 1 <= k <= comm.n and (k > 1 or comm.n <= gph))
         most = self.settle(comm, "ring", channels, None)[0]
+        key = (op, algorithm, protocol, size, comm.n, options, most)
+        if key in self.sampled:
+            return self.sampled[key]
         picks: set[tuple[str, CallProtocol | None]] = set()
         for n_nodes in options:
             lo, hi = self.nic_range if n_nodes > 1 else self.intra_range
             lo, hi = (lo, hi * (self._nics() if n_nodes > 1 else gph)) if lo > 0 else (0.5, 2000.0)
-            for bus in np.geomspace(lo, max(hi, lo), 33):
-                for ring_channels in sorted({1, 2, most}):
+            rings = {most} if channels != "auto" else ({1} if n_nodes == 1 else {2, most})
+            for bus in np.geomspace(lo, max(hi, lo), 12):
+                for ring_channels in sorted(rings):
                     for nvlink in (True, False):
                         timing = (ring_channels, float(bus), nvlink)
                         picks.add(self.model.pick(op, algorithm, protocol, size, comm.n, n_nodes, lambda: timing))
-        return sorted(picks, key=lambda p: (p[0], p[1].name if p[1] is not None else ""))
+        out = self.sampled[key] = sorted(picks, key=lambda p: (p[0], p[1].name if p[1] is not None else ""))
+        return out
 
     def call(self, comm: RankSet, op: str, algorithm: str, size: float, channels: int, chunk: float | None,
              repeats: int, groups: int = 1, protocol: str | None = None) -> tuple[CallCounts, Busy]:
