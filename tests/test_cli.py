@@ -98,7 +98,7 @@ BAD = [
     ("unknown key", small_spec(**{"topology.colour": "red"}), "unknown key", "topology.colour"),
     ("unknown routing", small_spec(routing="ecmpp"), "unknown routing policy 'ecmpp'; valid: adaptive, c4p, ecmp, ethereal, min-split, minimal, split, spray, table, ugal, valiant", "routing"),
     ("unknown placement", small_spec(placement="best"), "valid: holmes, random, sequential", "placement"),
-    ("unknown algorithm", small_spec(**{"workload.algorithm": "rign"}), "valid: direct, halving_doubling, hierarchical, recursive_doubling, ring, star, tree", "workload.algorithm"),
+    ("unknown algorithm", small_spec(**{"workload.algorithm": "rign"}), "valid: auto (NCCL's pick by size), direct, halving_doubling, hierarchical, recursive_doubling, ring, star, tree", "workload.algorithm"),
     ("unknown op", small_spec(**{"workload.op": "allsum"}), "unknown collective op", "workload.op"),
     ("negative size", small_spec(**{"workload.size": -5}), "must not be negative", "workload.size"),
     # sizes have a range now (1 byte to 2**60 bytes), and the message says so

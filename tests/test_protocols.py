@@ -286,8 +286,11 @@ def test_a_bad_protocol_is_one_clear_error():
         parse_spec(_spec(w))
     assert "workload.protocol" in str(err.value) and "ll128" in str(err.value)
     w = {"type": "collective", "op": "allreduce", "algorithm": "autoo", "size": "1MiB"}
-    with pytest.raises(ConfigError, match="auto"):
+    with pytest.raises(ConfigError, match=r"valid: auto \(NCCL's pick by size\), direct.*did you mean 'auto'"):
         parse_spec(_spec(w))
+    training = {**TRAINING, "tp_comm": {"algorithm": "autoo"}}
+    with pytest.raises(ConfigError, match=r"workload.tp_comm.algorithm: .*valid: auto \(NCCL"):
+        parse_spec(_training_spec(training))
 
 
 def test_the_nccl_model_resolves_auto_and_fluid_keeps_none():

@@ -127,7 +127,7 @@ def test_unknown_algorithm_in_a_nested_step_names_its_path(tmp_path):
     path = write(tmp_path, _spec({"type": "sequence", "steps": [inner]}))
     result = runner.invoke(app, ["validate", str(path)])
     text = " ".join(result.output.split())
-    assert result.exit_code == 2 and "workload.steps.0.steps.1.algorithm" in text and "valid: direct" in text
+    assert result.exit_code == 2 and "workload.steps.0.steps.1.algorithm" in text and "valid: auto (NCCL's pick by size), direct" in text
 
 
 def test_plan_assigns_communicators_by_rank_set():

@@ -92,15 +92,17 @@ def register_algorithm(name: str, op: str):
     return deco
 
 
-def get_algorithm(op: str, name: str, path: str = "workload") -> Builder:
-    """The builder implementing ``op`` with algorithm ``name``; ConfigError listing valid choices."""
+def get_algorithm(op: str, name: str, path: str = "workload", auto: bool = False) -> Builder:
+    """The builder implementing ``op`` with algorithm ``name``; ConfigError listing valid choices
+    (``auto``: the file may also say ``auto``, and the message lists it)."""
     if op not in BUSBW_FACTOR:
         raise ConfigError(f"unknown collective op {op!r}; valid: {', '.join(BUSBW_FACTOR)}"
                           f"{did_you_mean(op, BUSBW_FACTOR)}", f"{path}.op")
     valid = sorted(a for a, ops in ALGORITHM_OPS.items() if op in ops)
     if name not in valid:
-        raise ConfigError(f"unknown algorithm {name!r} for op {op!r}; valid: {', '.join(valid) or '(none yet)'}"
-                          f"{did_you_mean(name, valid)}", f"{path}.algorithm")
+        names = (["auto (NCCL's pick by size)"] if auto else []) + valid
+        raise ConfigError(f"unknown algorithm {name!r} for op {op!r}; valid: {', '.join(names) or '(none yet)'}"
+                          f"{did_you_mean(name, valid + ['auto'] if auto else valid)}", f"{path}.algorithm")
     return ALGORITHMS.get(f"{op}/{name}")
 
 

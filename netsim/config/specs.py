@@ -367,7 +367,7 @@ class TrainingWorkload(_Spec):
             for op, comm, key in [("allreduce", self.tp_comm, "tp_comm")] + [
                     (op, self.dp_comm, "dp_comm")
                     for op in (("reduce_scatter", "allgather") if par.sharded_optimizer else ("allreduce",))]:
-                get_algorithm(op, _auto_algorithm(op) if comm.algorithm == "auto" else comm.algorithm, key)
+                get_algorithm(op, _auto_algorithm(op) if comm.algorithm == "auto" else comm.algorithm, key, auto=True)
         except ConfigError as exc:
             raise _relocated(exc) from None
         return self
@@ -409,7 +409,7 @@ def _check_workload(w: CollectiveWorkload | SequenceWorkload | TrainingWorkload,
         for i, step in enumerate(w.steps):
             _check_workload(step, f"{path}.steps.{i}")
     elif w.algorithm != "auto":
-        get_algorithm(w.op, w.algorithm, path)
+        get_algorithm(w.op, w.algorithm, path, auto=True)
     else:
         get_algorithm(w.op, _auto_algorithm(w.op), path)
 

@@ -57,7 +57,7 @@ class ChakraWorkload(_Spec):
         for op, name in v.items():
             try:
                 get_algorithm(op, AUTO_ALGORITHMS.get(op, ("ring",))[-1] if name == "auto" else name,
-                              f"algorithms.{op}")
+                              f"algorithms.{op}", auto=True)
             except ConfigError as exc:
                 raise _FieldError(exc.message, op) from None
         return v
