@@ -37,8 +37,8 @@ from netsim.engine.reference import run_schedule
 from netsim.engine.schedule_io import read_schedule, write_schedule
 from netsim.errors import ConfigError
 from netsim.experiment import run_experiment
-from netsim.experiment.run import build_topology
 from netsim.experiment.results import collectives_frame
+from netsim.experiment.run import build_topology
 from netsim.routing import make_routing
 from netsim.solver import COMPILED
 from tests.conftest import GB, make_leaf_spine
