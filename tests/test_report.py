@@ -39,6 +39,7 @@ SMALL = {
     "routes-table": ["workload.size=1MiB"],
     "packets-store-and-forward": ["workload.size=1MiB", "topology.leaves=2"],
     "nccl-protocols": ["topology.gpus_per_host=2", "topology.nics_per_host=2"],
+    "validation-nccl-curve": ["topology.gpus_per_host=2", "topology.nics_per_host=1"],
     "validation-planned-paths": ["workload.size=1MiB"],
     "validation-qp-scaling": ["workload.size=1MiB", "topology.leaves=2"],
     "spraying-vs-splitting": ["topology.leaves=2", "workload.ranks=8"],
