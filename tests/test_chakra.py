@@ -530,3 +530,31 @@ def test_a_call_changed_on_one_rank_is_refused(tmp_path, rank, index, change):
     with pytest.raises(ConfigError) as err:
         build_trace(read_trace(tmp_path / "m"), range(8))
     assert err.value.file and ".et" in err.value.file
+
+
+def test_the_docs_state_what_the_shipped_trace_runs():
+    """docs/traces.md's numbers for experiments/chakra-tp-dp.yaml are what it runs (ECMP, and sprayed)."""
+    import re
+    from pathlib import Path
+
+    from netsim.config import load_experiment
+    from netsim.experiment.results import collectives_frame, jobs_frame
+    from netsim.experiment.sweep import expand
+
+    root = Path(__file__).resolve().parents[1]
+    text = " ".join((root / "docs/traces.md").read_text().split())
+    found = re.search(r"takes ([\d.]+) ms under ECMP against an ideal of ([\d.]+) ms \(slowdown ([\d.]+)\).*?"
+                      r"runs at its ideal \(([\d.]+) ms, ([\d.]+)\).*?The whole step takes ([\d.]+) ms under ECMP "
+                      r"and ([\d.]+) ms sprayed", text)
+    assert found, "docs/traces.md no longer states the example's numbers"
+    numbers = [float(x) for x in found.groups()]
+    out = []
+    for routing in ([], ["routing=spray"]):
+        (run,) = expand(load_experiment(root / "experiments/chakra-tp-dp.yaml", routing))
+        result = run_experiment(run.spec)
+        dp = collectives_frame(result).query("label == 'dp_allreduce'").iloc[0]
+        step = jobs_frame(result).iteration_time_s.iloc[0]
+        out.append((dp.duration_s * 1e3, dp.ideal_s * 1e3, dp.slowdown, step * 1e3))
+    (ecmp, ideal, slow, step), (spray, _, spray_slow, spray_step) = out
+    expected = [ecmp, ideal, slow, spray, spray_slow, step, spray_step]
+    assert numbers == pytest.approx(expected, abs=0.006), (numbers, expected)

@@ -331,3 +331,28 @@ def test_bad_inputs_through_the_cli_exit_2_with_file_line_and_path(tmp_path, cas
     assert "Traceback" not in text and message in text, text
     assert re.search(rf"{re.escape(str(yaml_path))}:\d+: {re.escape(path)}", text), text
     assert not out.exists()
+
+
+def test_the_faults_cookbook_states_what_the_shipped_experiment_costs():
+    """docs/cookbook/faults.md's table and sentences for experiments/stragglers.yaml are what it runs."""
+    from pathlib import Path
+
+    from netsim.config import load_experiment
+    from netsim.experiment.sweep import expand
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs/cookbook/faults.md").read_text()
+    (run,) = expand(load_experiment(root / "experiments/stragglers.yaml"))
+    costs = run_experiment(run.spec).extra["fault_costs"].set_index("fault")
+    ms = (lambda seconds: f"{seconds * 1e3:.2f} ms")
+    whole = costs.loc["all"]
+    said = " ".join(text.split())
+    assert f"Its iterations take {whole.iteration_time_s * 1e3:.1f} ms on average instead of " \
+           f"{whole.without_s * 1e3:.1f} ms healthy" in said
+    share = 100 * whole.cost_per_iteration_s / whole.iteration_time_s
+    assert f"| all | | | {ms(whole.cost_per_iteration_s)} ({share:.1f}%) | {ms(whole.cost_s)} |" in text
+    for fault in ("faults.0", "faults.1", "faults.2"):
+        (row,) = [line for line in text.splitlines() if line.startswith(f"| `{fault}` |")]
+        assert f"| {ms(costs.loc[fault, 'cost_per_iteration_s'])} | {ms(costs.loc[fault, 'cost_s'])}" in row, row
+    marginal = costs.drop("all").cost_per_iteration_s.sum()
+    assert f"saves {ms(whole.cost_per_iteration_s)}, more than the {ms(marginal)} the marginal costs" in said
